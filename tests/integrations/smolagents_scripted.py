@@ -20,6 +20,9 @@ from smolagents.models import (
 )
 from smolagents.monitoring import TokenUsage
 
+from ctxoffload import Msg
+from ctxoffload.tokens import get_token_counter
+
 BIG = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(160_000))  # ~5 MB
 
 
@@ -109,3 +112,9 @@ def agent_with(model: Scripted, offload: Any, *tools: Any, **kwargs: Any) -> Too
 
 def texts(sent: list[tuple[str, str]]) -> str:
     return json.dumps(sent)
+
+
+def tokens(sent: list[tuple[str, str]]) -> int:
+    """What a call sent costs, counted as ctxoffload counts a request."""
+    counter = get_token_counter(None)
+    return counter.count_messages([Msg(role=role, content=text) for role, text in sent])  # type: ignore[arg-type]

@@ -20,23 +20,26 @@ require_framework("smolagents", "smolagents")
 import pytest  # noqa: E402
 from smolagents import CodeAgent, Tool  # noqa: E402
 from smolagents.models import ChatMessage, MessageRole  # noqa: E402
-from smolagents_scripted import BIG, Fetch, Scripted, agent_with, answer, call, texts  # noqa: E402
+from smolagents_scripted import (  # noqa: E402
+    BIG,
+    Fetch,
+    Scripted,
+    agent_with,
+    answer,
+    call,
+    texts,
+    tokens,
+)
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, SessionBusyError  # noqa: E402
 from ctxoffload.integrations.smolagents import (  # noqa: E402
     ContextSummaryStep,
     OffloadingStepCallbacks,
 )
-from ctxoffload.tokens import get_token_counter  # noqa: E402
 
 CONFIG = ContextConfig(context_window=8_000, tool_result_limit=300)
 """A small window (smolagents' own system prompt is ~3,000 tokens), so a few dozen steps are
 compacted."""
-
-
-def tokens(sent: list[tuple[str, str]]) -> int:
-    counter = get_token_counter(None)
-    return counter.count_messages([Msg(role=role, content=text) for role, text in sent])  # type: ignore[arg-type]
 
 
 def show(workdir: Path, session: str, *args: str) -> str:

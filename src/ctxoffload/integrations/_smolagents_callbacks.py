@@ -7,7 +7,9 @@ callback of an `ActionStep`:
 1. records what the step's model call was sent (the system prompt and every step of the memory:
    what `write_memory_to_messages` gave the model), numbered over the session;
 2. stores an observation over the config's `tool_result_limit` whole and gives the step its
-   head and a notice instead;
+   head and a notice instead, and so a step's long call arguments (and a long text of the
+   model's) when the step is over the room of the newest turn: the newest step is never
+   summarised, and smolagents sends it again at every later call;
 3. past the trigger (or when `ctxoffload compact` asked), appends the older steps to the
    session's context.jsonl and puts one `ContextSummaryStep` in their place, whole steps only,
    the newest ones kept.
@@ -53,7 +55,7 @@ from ..compression import (
     is_summary_message,
 )
 from ..compression import MessageCounter as _Counter
-from ..messages import Msg, ToolResultBlock
+from ..messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from ..model import ChatModel
 from ..tokens import get_token_counter
 from ..workspace import EventLog, SessionLease, Workspace, writing_as
@@ -87,6 +89,10 @@ class OffloadingStepCallbacks:
     - An `ActionStep` whose observations are over the config's `tool_result_limit` is stored
       whole (`sessions/<session>/tool_result-<call id>.txt`) and keeps their head plus the
       notice naming that file.
+    - A step the model wrote over the room of the newest turn (a call that writes a whole
+      file, a code agent's snippet holding one) has its long call arguments, and a long text
+      of the model's, stored whole and cut to head plus notice the same way; what the run
+      returns (a big `final_answer` too) is never cut.
     - Past the config's trigger, the older steps are appended to the session's context.jsonl
       and replaced in `agent.memory.steps` by one `ContextSummaryStep` (the five-field summary
       naming those lines and the files of their results); whole steps only, the newest
@@ -396,6 +402,7 @@ class _Conversation:
             if step.model_input_messages is not None:
                 await self._record(sent, tools, step)
             await self._offload(step)
+            await self._fit_calls(step, agent, tools)
             context = [*sent, *self.steps.of(step)]
             pending = await self.requests.look() if self.requests is not None else []
             if pending:
@@ -455,6 +462,53 @@ class _Conversation:
             error.args = (kept,)
             if hasattr(error, "message"):
                 error.message = kept
+
+    async def _fit_calls(self, step: Any, agent: Any, tools: list[dict[str, Any]]) -> None:
+        """A step whose model output is over the room of the newest turn (a call that wrote a
+        whole file, a code action holding one): the long strings among its calls' arguments,
+        and a long text of the model's (a code agent's code is in both), stored whole and cut
+        to head + notice, as every door cuts the newest turn (`Compressor.cut_to_fit`). The
+        newest step always stays whole in the memory, and smolagents sends it again at each
+        later call: uncut, every later call of the run was over the window. The step keeps the
+        cut where smolagents reads it (`tool_calls`, `model_output`) and where it keeps it
+        (`model_output_message`, a code agent's `code_action`); what the run answers is its
+        action's output, never these."""
+        calls = step.tool_calls or []
+        text = step.model_output if isinstance(step.model_output, str) else ""
+        if not calls and not text:
+            return
+        compressor = self.run.compressor
+        given = [ToolCallBlock(id=str(c.id), name=str(c.name), input=_input_of(c)) for c in calls]
+        said = Msg(role="assistant", content=[*([TextBlock(text=text)] if text else []), *given])
+        # The calls were run (a step's callback comes after): results that say so. The step's
+        # observations are `_offload`'s, and only counted here.
+        ran = Msg(
+            role="tool", content=[ToolResultBlock(id=b.id, name=b.name, output="") for b in given]
+        )
+        room = self._calls_room(agent, tools) - compressor.counter.count_text(_observed(step))
+        fitted = await compressor.cut_to_fit([said, ran] if given else [said], max(room, 0))
+        said_now = fitted[0]
+        if said_now is said:
+            return
+        arguments = [
+            _arguments_as(call, now.input) if now.input is not before.input else call.arguments
+            for call, before, now in zip(calls, given, said_now.tool_calls, strict=True)
+        ]
+        _cut_step(step, arguments, said_now.text if text and said_now.text != text else None)
+
+    def _calls_room(self, agent: Any, tools: list[dict[str, Any]]) -> int:
+        """What the newest step may take before its calls are cut: the room every door leaves
+        the newest turn (`ContextConfig.calls_room`), within what the window leaves beside what
+        a later call is sent whatever the compaction (the system prompt, the tool schemas, the
+        latest task and a summary): smolagents' own system prompt is 1,400 to 2,400 tokens."""
+        compressor = self.run.compressor
+        config = compressor.config
+        window = compressor.window()
+        stays = list(self.steps.of_system(agent.memory.system_prompt.system_prompt))
+        if self.task is not None:
+            stays.extend(self.steps.of(self.task))
+        beside = compressor.count(stays, tools) + config.summary_budget_tokens(window)
+        return min(config.calls_room(window), window - beside)
 
     async def _cut(
         self, text: Any, call_id: str, name: str, *, is_error: bool = True
@@ -567,6 +621,55 @@ def _usage(step: Any) -> dict[str, Any]:
     if usage is None:
         return {}
     return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+
+
+_CODE = "code"
+"""The name a code agent's code (a call's arguments that are one text) has in a notice."""
+
+
+def _input_of(call: Any) -> dict[str, Any]:
+    """A smolagents call's arguments as a call's input: an object as it is, anything else (a
+    code agent's code, a text no JSON) under one name."""
+    arguments = call.arguments
+    return arguments if isinstance(arguments, dict) else {_CODE: arguments}
+
+
+def _arguments_as(call: Any, cut: dict[str, Any]) -> Any:
+    """The input `cut` as arguments of `call`'s shape (`_input_of` undone)."""
+    return cut if isinstance(call.arguments, dict) else cut[_CODE]
+
+
+def _observed(step: Any) -> str:
+    """What smolagents sends of a step beside its model output: its observations and its
+    error."""
+    error = step.error
+    return (step.observations or "") + (str(error) if error is not None else "")
+
+
+def _cut_step(step: Any, arguments: list[Any], text: str | None) -> None:
+    """`step` with its calls' `arguments` (one per call, in order) and, given, its model's
+    text: in the calls smolagents sends, in the model's message it keeps, and in a code
+    agent's `code_action`. New objects where smolagents sends them (a step's messages are
+    made again only when one of its fields is another object: `StepMessages`)."""
+    before = [call.arguments for call in step.tool_calls]
+    step.tool_calls = [
+        dataclasses.replace(call, arguments=now) if now is not call.arguments else call
+        for call, now in zip(step.tool_calls, arguments, strict=True)
+    ]
+    message = step.model_output_message
+    for wire in getattr(message, "tool_calls", None) or ():
+        function = getattr(wire, "function", None)
+        for old, now in zip(before, arguments, strict=True):
+            if function is not None and function.arguments is old and now is not old:
+                function.arguments = now
+    if step.code_action is not None:
+        for old, now in zip(before, arguments, strict=True):
+            if step.code_action == old and now is not old:
+                step.code_action = now
+    if text is not None:
+        if message is not None and message.content == step.model_output:
+            message.content = text
+        step.model_output = text
 
 
 def _schemas(agent: Any) -> list[dict[str, Any]]:
