@@ -16,9 +16,10 @@ from frameworks import require_framework
 require_framework("smolagents", "smolagents")
 
 import pytest  # noqa: E402
-from smolagents import CodeAgent, Tool  # noqa: E402
+from smolagents import CodeAgent, Tool, ToolCallingAgent  # noqa: E402
+from smolagents.memory import ActionStep  # noqa: E402
 from smolagents.models import ChatMessage, MessageRole  # noqa: E402
-from smolagents_scripted import Scripted, agent_with, answer, call, tokens  # noqa: E402
+from smolagents_scripted import Scripted, answer, call, tokens  # noqa: E402
 
 from ctxoffload import ContextConfig, LocalWorkspace  # noqa: E402
 from ctxoffload.integrations.smolagents import OffloadingStepCallbacks  # noqa: E402
@@ -51,6 +52,33 @@ class Write(Tool):  # type: ignore[misc]
         return f"wrote {len(content)} characters to {path}"
 
 
+def agent_keeping_steps(
+    model: Scripted,
+    offload: OffloadingStepCallbacks,
+    *tools: Any,
+    kind: Any = ToolCallingAgent,
+    **kwargs: Any,
+) -> tuple[Any, list[Any]]:
+    """An agent with the callbacks and their tools, and the list its action steps join as
+    they end: a step the model has seen leaves the memory at a later compaction, and keeps
+    there what the model was sent of it."""
+    steps: list[Any] = []
+
+    def ended(step: Any) -> None:
+        steps.append(step)
+
+    callbacks = dict(offload.step_callbacks)
+    callbacks[ActionStep] = [*callbacks[ActionStep], ended]
+    agent = kind(
+        tools=[*tools, *offload.tools],
+        model=model,
+        step_callbacks=callbacks,
+        verbosity_level=0,
+        **kwargs,
+    )
+    return agent, steps
+
+
 def named_file(text: str) -> Path:
     """The file a notice in `text` names."""
     found = re.search(r"is saved in:\n(\S+)", text)
@@ -73,11 +101,11 @@ def test_a_call_that_writes_a_whole_file_is_cut_and_every_later_call_fits(
         ]
     )
     write = Write()
-    agent = agent_with(model, offload, write)
+    agent, steps = agent_keeping_steps(model, offload, write)
     assert agent.run("write the export log") == "written"
     assert write.written["export.log"] == FILE  # the tool was given the whole file
     assert [tokens(sent) < CONFIG.context_window for sent in model.seen] == [True] * 3
-    step = agent.memory.steps[1]
+    step = steps[0]
     (cut,) = step.tool_calls
     assert cut.arguments["path"] == "export.log"  # the other argument as the model wrote it
     kept = cut.arguments["content"]
@@ -89,6 +117,31 @@ def test_a_call_that_writes_a_whole_file_is_cut_and_every_later_call_fits(
     # The model's message the step keeps holds the cut too (the host's state as lean).
     (wire,) = step.model_output_message.tool_calls
     assert wire.function.arguments["content"] == kept
+
+
+def test_big_writes_in_a_row_leave_every_call_under_the_window(tmp_path: Path) -> None:
+    """Six calls in a row, each writing a whole file: each step is cut to the newest turn's
+    room, and the step before it, seen by the model, leaves whole at the next compaction
+    (it stayed beside the newest, the reserve holding only its observation: 11,500 tokens a
+    call against 8,000). Every file reached its tool whole and is in the session whole."""
+    offload = OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    files = [FILE.replace("row", f"part {i} row") for i in range(6)]
+    model = Scripted(
+        [
+            *(call("write", {"path": f"f{i}", "content": f}, f"c{i}") for i, f in enumerate(files)),
+            answer("written"),
+        ]
+    )
+    write = Write()
+    agent, _ = agent_keeping_steps(model, offload, write, max_steps=10)
+    assert agent.run("write six files") == "written"
+    assert [tokens(sent) < CONFIG.context_window for sent in model.seen] == [True] * 7
+    assert [write.written[f"f{i}"] for i in range(6)] == files
+    session = offload.session_of(agent)
+    assert session is not None
+    folder = tmp_path / "ws" / "sessions" / session
+    stored = {p.read_bytes() for p in folder.glob("tool_result-c*_content.*.txt")}
+    assert stored == {f.encode() for f in files}
 
 
 @pytest.mark.parametrize(
@@ -108,10 +161,10 @@ def test_odd_text_in_a_big_argument_comes_back_byte_for_byte(
     content = line * 8_000 + "no final newline"
     offload = OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
     model = Scripted([call("write", {"path": "odd", "content": content}, "c1"), answer("ok")])
-    agent = agent_with(model, offload, Write())
+    agent, steps = agent_keeping_steps(model, offload, Write())
     assert agent.run("write it") == "ok"
     assert tokens(model.seen[1]) < CONFIG.context_window
-    stored = named_file(agent.memory.steps[1].tool_calls[0].arguments["content"])
+    stored = named_file(steps[0].tool_calls[0].arguments["content"])
     assert stored.read_bytes() == content.encode("utf-8", encoding)
 
 
@@ -123,10 +176,10 @@ def test_only_the_big_argument_of_a_step_is_cut(tmp_path: Path) -> None:
     small = {"path": "done.flag", "content": "x"}
     both.tool_calls.append(call("write", small, "c2").tool_calls[0])
     model = Scripted([both, answer("written")])
-    agent = agent_with(model, offload, Write())
+    agent, steps = agent_keeping_steps(model, offload, Write())
     assert agent.run("write both") == "written"
     assert tokens(model.seen[1]) < CONFIG.context_window
-    big_call, small_call = agent.memory.steps[1].tool_calls
+    big_call, small_call = steps[0].tool_calls
     assert big_call.id == "c1" and len(big_call.arguments["content"]) < 30_000
     assert small_call.arguments is small
     session = offload.session_of(agent)
@@ -144,9 +197,9 @@ def test_a_big_final_answer_stays_the_run_s_answer_and_the_next_run_fits(
     (`reset=False`) is not sent it whole (it was: 160,000 tokens at its first call)."""
     offload = OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
     model = Scripted([answer(FILE), answer("the export was 20,000 rows")])
-    agent = agent_with(model, offload)
+    agent, steps = agent_keeping_steps(model, offload)
     assert agent.run("give me the export") == FILE
-    final = agent.memory.steps[1]
+    final = steps[0]
     assert final.is_final_answer
     stored = named_file(final.tool_calls[0].arguments["answer"])
     assert stored.read_bytes() == FILE.encode()
@@ -166,12 +219,10 @@ def test_a_code_agent_s_code_holding_a_whole_file_is_cut_in_both_places(tmp_path
     ]
     offload = OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
     model = Scripted(replies)
-    agent = CodeAgent(
-        tools=offload.tools, model=model, step_callbacks=offload.step_callbacks, verbosity_level=0
-    )
+    agent, steps = agent_keeping_steps(model, offload, kind=CodeAgent)
     assert agent.run("keep the rows") == "kept"
     assert tokens(model.seen[1]) < CONFIG.context_window
-    step = agent.memory.steps[1]
+    step = steps[0]
     assert f"{len(FILE)}" in step.observations  # it ran whole
     assert named_file(step.model_output).read_text(encoding="utf-8") == said
     (action,) = step.tool_calls

@@ -564,7 +564,11 @@ class _WholeStepSummarization(Summarization):
 
 @dataclasses.dataclass(frozen=True)
 class _WholeSteps:
-    """A split moved back to the start of the step it would cut (more of it stays)."""
+    """A split moved to a boundary between steps: the step it would cut leaves whole, unless
+    the model has not seen it yet (the newest step), which stays whole. Moved back instead, a
+    step the reserve holds only its observation of stayed whole beside the newest: two steps
+    of a few thousand tokens each (calls cut to the newest turn's room) went over the
+    window."""
 
     inner: SplitStrategy
 
@@ -586,6 +590,11 @@ class _WholeSteps:
         moved = [m for m in split.older if step_key(m) == cut]
         if not moved:
             return split
+        unseen = {m.id for m in messages[unseen_from:]} if unseen_from is not None else set()
+        leaving = [m for m in split.kept if step_key(m) == cut]
+        kept = [m for m in split.kept if step_key(m) != cut]
+        if kept and not any(m.id in unseen for m in leaving):
+            return dataclasses.replace(split, older=[*split.older, *leaving], kept=kept)
         older = [m for m in split.older if step_key(m) != cut]
         return dataclasses.replace(split, older=older, kept=[*moved, *split.kept])
 
