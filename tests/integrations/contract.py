@@ -47,11 +47,18 @@ def dense(limit: int) -> str:
 
 @dataclass
 class Turn:
-    """One turn of a conversation: the user's message, and the output of the one tool call
-    the model makes before it answers (None: it answers at once)."""
+    """One turn of a conversation: the user's message, the output of the one tool call the
+    model makes before it answers (None: it answers at once), and that call's arguments (the
+    tool `fetch` takes one, `note`, a text; none given: the call has none)."""
 
     user: str
     tool_output: str | None = None
+    note: str | None = None
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The arguments of the turn's call, as the model writes them."""
+        return {} if self.note is None else {"note": self.note}
 
 
 def call_id(turn: Turn) -> str:
@@ -71,7 +78,7 @@ def scripted(
     outputs: list[str] = []
     for number, turn in enumerate(turns):
         if turn.tool_output is not None:
-            replies.append(call("fetch", {}, call_id(turn)))
+            replies.append(call("fetch", turn.arguments, call_id(turn)))
             outputs.append(turn.tool_output)
         replies.append(say(f"answer {number}"))
     return replies, outputs
@@ -106,6 +113,9 @@ class DoorDriver:
         extra: the `.ci/run` environment that requires it (`pydantic_ai`; its pip extra is
             spelt with '-').
         reasons: promise name -> why this door does not keep it (an explicit skip).
+        gaps: promise name -> what this door does not do yet that it should: the promise is
+            still checked and must fail (an expected failure); once it holds, the test fails
+            until the gap is taken out.
         limit: the `tool_result_limit` the driver builds its door with.
     """
 
@@ -115,6 +125,7 @@ class DoorDriver:
     needs: str = ""
     extra: str = ""
     reasons: ClassVar[dict[str, str]] = {}
+    gaps: ClassVar[dict[str, str]] = {}
 
     def make(self, workspace: Any) -> Any:
         """The door on `workspace`, built as the host's guide builds it."""
@@ -163,8 +174,8 @@ def gated_fetch(made: Any, outputs: list[str]) -> Callable[[], Awaitable[str]]:
     `made.gate` (after setting `made.entered`) while `run_held_in_its_tool` holds it."""
     gate, entered = made.gate, made.entered
 
-    async def fetch() -> str:
-        """Fetch the next output."""
+    async def fetch(note: str = "") -> str:
+        """Fetch the next output (`note`: what the caller says of it)."""
         if gate is not None:
             entered.set()
             await asyncio.to_thread(gate.wait, 30)
@@ -218,6 +229,21 @@ def skip_unless(driver: DoorDriver, promise: str) -> None:
         if framework_required(driver.extra):
             pytest.fail(f"{driver.module} here has no {driver.needs}: {install}")
         pytest.skip(f"{driver.module} here is a release without {driver.needs}: {install}")
+
+
+@contextlib.contextmanager
+def known_gap(driver: DoorDriver, promise: str) -> Iterator[None]:
+    """Check `promise` in the block; a gap the driver names must make it fail (an expected
+    failure, with what is missing), and a gap closed fails until it is taken out."""
+    gap = driver.gaps.get(promise)
+    try:
+        yield
+    except Exception:
+        if gap is None:
+            raise
+        pytest.xfail(f"{driver.door} does not keep '{promise}' yet: {gap}")
+    if gap is not None:
+        pytest.fail(f"{driver.door} now keeps '{promise}': take it out of the driver's gaps")
 
 
 def files_holding(root: Path, text: str) -> list[Path]:

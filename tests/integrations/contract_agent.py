@@ -57,15 +57,15 @@ class AgentDriver(DoorDriver):
         outputs: list[str] = []
         for number, turn in enumerate(turns):
             if turn.tool_output is not None:
-                call = ToolCallBlock(id=call_id(turn), name="fetch", input={})
+                call = ToolCallBlock(id=call_id(turn), name="fetch", input=turn.arguments)
                 script.append(Msg(role="assistant", content=[call]))
                 outputs.append(turn.tool_output)
             script.append(f"answer {number}")
         model = ScriptedModel(script, context_window=CONFIG.context_window)
         gate = made.gate
 
-        def fetch() -> str:
-            """Fetch the next output."""
+        def fetch(note: str = "") -> str:
+            """Fetch the next output (`note`: what the caller says of it)."""
             if gate is not None:
                 made.entered.set()
                 gate.wait(30)

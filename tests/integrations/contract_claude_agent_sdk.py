@@ -21,6 +21,8 @@ class ClaudeAgentSdkDriver(DoorDriver):
     module = "claude_agent_sdk"
     extra = "claude"
     reasons: ClassVar[dict[str, str]] = {
+        "call arguments": "the hooks see a tool's input only to run it: what Claude is sent "
+        "again is the SDK's Claude Code transcript, which its own compaction keeps",
         "no shared default": "the SDK sends its session_id with every hook input; the hooks "
         "write that session",
         "one writer": DOORS["claude-agent-sdk"].one_writer,

@@ -19,6 +19,8 @@ class ClaudeCodeDriver(DoorDriver):
     door = "claude-code"
     limit = 3_000  # the hook's default
     reasons: ClassVar[dict[str, str]] = {
+        "call arguments": "the hooks see a tool's input only to run it: what Claude is sent "
+        "again is Claude Code's own transcript, which its own compaction keeps",
         "no shared default": "Claude Code sends its session_id with every hook input; an "
         "input without one is refused in one line (tests/cli/test_hook.py)",
         "one writer": DOORS["claude-code"].one_writer,

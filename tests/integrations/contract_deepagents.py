@@ -3,6 +3,7 @@ its evicted tool results and history (LangChain's fake chat model, a real checkp
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 from contract import DoorDriver, Outcome, Turn, call_id
@@ -34,6 +35,10 @@ class DeepAgentsDriver(DoorDriver):
         "ContextOffloadMiddleware beside it adds ctxoffload's Read, Grep and Glob",
         "tokens, not characters": "deepagents decides which result it evicts, by its own "
         "limit (20,000 tokens); the backend stores what it is given",
+        "call arguments": "deepagents decides what its model is sent (its summarisation "
+        "cuts the arguments of older write_file and edit_file calls, by its own trigger); the "
+        "backend stores what it is given. ContextOffloadMiddleware beside it cuts any call's "
+        "long arguments, as the langchain door does",
     }
 
     def make(self, workspace: Any) -> _Made:
@@ -52,15 +57,15 @@ class DeepAgentsDriver(DoorDriver):
         outputs: list[str] = []
         for number, turn in enumerate(turns):
             if turn.tool_output is not None:
-                replies.append(call("fetch", {}, call_id(turn)))
+                replies.append(call("fetch", turn.arguments, call_id(turn)))
                 # deepagents evicts only results over its own limit (20,000 tokens).
                 outputs.append(turn.tool_output * (1 + 200_000 // len(turn.tool_output)))
             replies.append(AIMessage(content=f"answer {number}"))
         model = ToolCallingFakeModel(messages=iter(replies))
 
         @tool
-        def fetch() -> str:
-            """Fetch the next output."""
+        def fetch(note: str = "") -> str:
+            """Fetch the next output (`note`: what the caller says of it)."""
             return outputs.pop(0)
 
         backend = CompositeBackend(default=StateBackend(), routes=made.routes)
@@ -84,10 +89,16 @@ class DeepAgentsDriver(DoorDriver):
         names = f"/large_tool_results/{results[-1].tool_call_id}" if results else ""
         return Outcome(
             session=session,
-            sent=[[str(m.content) for m in request] for request in model.seen],
+            sent=[[_sent(m) for m in request] for request in model.seen],
             kept=kept,
             names=names,
         )
+
+
+def _sent(message: Any) -> str:
+    """A message as the model is sent it: its content and its tool calls' arguments."""
+    calls = getattr(message, "tool_calls", None) or []
+    return str(message.content) + "".join(json.dumps(c["args"]) for c in calls)
 
 
 DRIVER = DeepAgentsDriver()

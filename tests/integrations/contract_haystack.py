@@ -39,6 +39,10 @@ class HaystackDriver(DoorDriver):
         "stores, by its own rule (OffloadOverChars here: characters); the store stores what it "
         "is given",
     }
+    gaps: ClassVar[dict[str, str]] = {
+        "call arguments": "the driver builds the result store alone: a call's arguments "
+        "are for WorkspaceCompactor behind Haystack's CompactionHook, not built here",
+    }
 
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.haystack import WorkspaceResultStore

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -49,15 +50,15 @@ class LangChainDriver(DoorDriver):
         outputs: list[str] = []
         for number, turn in enumerate(turns):
             if turn.tool_output is not None:
-                replies.append(call("fetch", {}, call_id(turn)))
+                replies.append(call("fetch", turn.arguments, call_id(turn)))
                 outputs.append(turn.tool_output)
             replies.append(AIMessage(content=f"answer {number}"))
         model = ToolCallingFakeModel(messages=iter(replies))
         gate, entered = made.gate, made.entered
 
         @tool
-        def fetch() -> str:
-            """Fetch the next output."""
+        def fetch(note: str = "") -> str:
+            """Fetch the next output (`note`: what the caller says of it)."""
             if gate is not None:
                 entered.set()
                 gate.wait(30)
@@ -81,7 +82,7 @@ class LangChainDriver(DoorDriver):
             (session,) = sessions_of(made.middleware.workspace) - before
         return Outcome(
             session=session,
-            sent=[[str(m.content) for m in call] for call in model.seen],
+            sent=[[_sent(m) for m in call] for call in model.seen],
             kept=str(results[-1].content) if results else "",
         )
 
@@ -98,6 +99,12 @@ class LangChainDriver(DoorDriver):
         again = self.make(workspace)
         again.saver = made.saver  # the thread's checkpoints, as LangGraph keeps them
         return again
+
+
+def _sent(message: Any) -> str:
+    """A message as the model is sent it: its content and its tool calls' arguments."""
+    calls = getattr(message, "tool_calls", None) or []
+    return str(message.content) + "".join(json.dumps(c["args"]) for c in calls)
 
 
 DRIVER = LangChainDriver()

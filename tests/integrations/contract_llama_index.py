@@ -9,7 +9,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from contract import DoorDriver, Outcome, Turn, gated_fetch, run_held_in_its_tool, scripted
 
@@ -37,6 +37,11 @@ class LlamaIndexDriver(DoorDriver):
     door = "llama-index"
     module = "llama_index.core"
     extra = "llama_index"
+    reasons: ClassVar[dict[str, str]] = {
+        "call arguments": "a run's own steps are the agent's scratchpad, which no memory "
+        "sees: the requests of the run that made a big call send it whole (the next run's, "
+        "through the memory, are cut; docs/guides/llama-index.md)",
+    }
 
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.llama_index import OffloadingMemory

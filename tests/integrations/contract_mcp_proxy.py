@@ -26,6 +26,8 @@ class McpProxyDriver(DoorDriver):
     needs = "Client"  # the MCP SDK 2 (AgentScope's environment holds 1.x)
     extra = "mcp"
     reasons: ClassVar[dict[str, str]] = {
+        "call arguments": "the proxy is the tools' server: it receives a call's arguments "
+        "and never sees the client's requests to its model",
         "identity": "an MCP connection carries no id of its own: each connection is a new "
         "session, or the one --session names (a plain name, checked before anything starts)",
         "a path is no workspace": "the proxy is a program: its --workspace is a folder, "

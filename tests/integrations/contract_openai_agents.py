@@ -66,15 +66,15 @@ class OpenAIAgentsDriver(DoorDriver):
         outputs: list[str] = []
         for number, turn in enumerate(turns):
             if turn.tool_output is not None:
-                replies.append(tool_call("fetch", call_id(turn)))
+                replies.append(tool_call("fetch", call_id(turn), **turn.arguments))
                 outputs.append(turn.tool_output)
             replies.append(answer(f"answer {number}"))
         model = Scripted(*replies)
         gate, entered = made.gate, made.entered
 
         @function_tool
-        async def fetch() -> str:
-            """Fetch the next output."""
+        async def fetch(note: str = "") -> str:
+            """Fetch the next output (`note`: what the caller says of it)."""
             if gate is not None:
                 entered.set()
                 await asyncio.to_thread(gate.wait, 30)

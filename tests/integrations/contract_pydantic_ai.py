@@ -47,14 +47,14 @@ class PydanticAiDriver(DoorDriver):
         outputs: list[str] = []
         for number, turn in enumerate(turns):
             if turn.tool_output is not None:
-                replies.append(call("fetch", {}, call_id(turn)))
+                replies.append(call("fetch", turn.arguments, call_id(turn)))
                 outputs.append(turn.tool_output)
             replies.append(say(f"answer {number}"))
         model = Scripted(*replies)
         gate, entered = made.gate, made.entered
 
-        async def fetch() -> str:
-            """Fetch the next output."""
+        async def fetch(note: str = "") -> str:
+            """Fetch the next output (`note`: what the caller says of it)."""
             if gate is not None:
                 entered.set()
                 await asyncio.to_thread(gate.wait, 30)

@@ -126,11 +126,19 @@ def _fetch(outputs: list[str], made: _Made) -> Any:
     """The conversation's tool: the next output; with a gate, its second call waits there."""
     from smolagents_scripted import Fetch
 
-    tool = Fetch(outputs)
+    class NotedFetch(Fetch):  # type: ignore[misc]
+        inputs: ClassVar[dict[str, Any]] = {
+            "note": {"type": "string", "description": "what the caller says", "nullable": True}
+        }
+
+        def forward(self, note: str | None = None) -> str:
+            return str(super().forward())
+
+    tool = NotedFetch(outputs)
     calls = [0]
     original = tool.forward
 
-    def forward() -> str:
+    def forward(note: str | None = None) -> str:
         calls[0] += 1
         if made.gate is not None and calls[0] == 2:
             made.entered.set()

@@ -81,9 +81,10 @@ class _Repository:
         return DictRepository()
 
 
-def _model(outputs: list[str], turns: int) -> Any:
-    """A scripted Strands model: each user turn with an output pending calls `fetch` once,
-    then answers; it records the text of every request."""
+def _model(outputs: list[str], turns: int, inputs: list[dict[str, Any]] | None = None) -> Any:
+    """A scripted Strands model: each user turn with an output pending calls `fetch` once
+    (with the next of `inputs` as its input, else none), then answers; it records the text of
+    every request."""
     from strands_scripted import ScriptedModelBase
 
     class Scripted(ScriptedModelBase):  # type: ignore[misc]
@@ -100,10 +101,11 @@ def _model(outputs: list[str], turns: int) -> Any:
             if outputs and not answered:
                 self.calls += 1
                 use = {"toolUse": {"toolUseId": f"call_{self.calls}", "name": "fetch"}}
+                given = json.dumps(inputs.pop(0) if inputs else {})
                 events: list[dict[str, Any]] = [
                     {"messageStart": {"role": "assistant"}},
                     {"contentBlockStart": {"start": use}},
-                    {"contentBlockDelta": {"delta": {"toolUse": {"input": "{}"}}}},
+                    {"contentBlockDelta": {"delta": {"toolUse": {"input": given}}}},
                     {"contentBlockStop": {}},
                     {"messageStop": {"stopReason": "tool_use"}},
                 ]
@@ -124,8 +126,8 @@ def _fetch(outputs: list[str], gate: threading.Event | None, entered: threading.
     from strands import tool
 
     @tool  # type: ignore[untyped-decorator]
-    def fetch() -> str:
-        """Fetch the next output."""
+    def fetch(note: str = "") -> str:
+        """Fetch the next output (`note`: what the caller says of it)."""
         if gate is not None:
             entered.set()
             gate.wait(60)
@@ -166,6 +168,10 @@ class StrandsManagerDriver(DoorDriver):
         "and Glob are Strands tools through strands.tool(reading_functions(...)), held to "
         "this promise by the strands-storage door",
     }
+    gaps = {  # noqa: RUF012 - ClassVar in the base
+        "call arguments": "the manager's compaction keeps the newest turn's call whole: a "
+        "1.9 MB argument is sent at 599,000 tokens against a 200,000-token window",
+    }
 
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.strands import OffloadingConversationManager
@@ -180,7 +186,8 @@ class StrandsManagerDriver(DoorDriver):
         from ctxoffload.integrations.strands import OffloadingConversationManager
 
         outputs = [t.tool_output for t in turns if t.tool_output is not None]
-        model = _model(outputs, len(turns))
+        inputs = [t.arguments for t in turns if t.tool_output is not None]
+        model = _model(outputs, len(turns), inputs)
         sessions: Any = None
         if conversation is not None:
             if made.repository is None:
@@ -240,6 +247,8 @@ class StrandsStorageDriver(DoorDriver):
         "one writer": DOORS["strands-storage"].one_writer or "",
         "tokens, not characters": "Strands' ContextOffloader decides which result it stores, "
         "by its own estimate (max_result_tokens); the storage stores what it is given",
+        "call arguments": "Strands' ContextOffloader hands the storage tool results, not "
+        "the calls the model wrote (the manager door holds what is sent)",
     }
 
     def make(self, workspace: Any) -> _Made:
@@ -257,7 +266,8 @@ class StrandsStorageDriver(DoorDriver):
 
         storage = WorkspaceStorage(made.workspace, session_id=conversation)
         outputs = [t.tool_output for t in turns if t.tool_output is not None]
-        model = _model(outputs, len(turns))
+        inputs = [t.arguments for t in turns if t.tool_output is not None]
+        model = _model(outputs, len(turns), inputs)
         agent = Agent(
             model=model,
             tools=[_fetch(outputs, None, made.entered)],

@@ -73,7 +73,7 @@ def tokens(sent: list[tuple[str, str]]) -> int:
 def returning(name: str, outputs: list[str], gate: threading.Event | None = None) -> Tool:
     """A tool that returns the next of `outputs`."""
 
-    def run() -> str:
+    def run(note: str = "") -> str:
         if gate is not None:
             gate.wait(60)
         return outputs.pop(0)
@@ -81,7 +81,7 @@ def returning(name: str, outputs: list[str], gate: threading.Event | None = None
     return Tool(
         name=name,
         description="Fetch the next output.",
-        parameters={"type": "object", "properties": {}},
+        parameters={"type": "object", "properties": {"note": {"type": "string"}}},
         function=run,
     )
 

@@ -26,6 +26,7 @@ from contract import (
     dense,
     drivers,
     files_holding,
+    known_gap,
     skip_unless,
 )
 
@@ -177,6 +178,35 @@ def test_an_output_over_the_limit_in_tokens_not_in_characters_is_stored_whole_to
     output = dense(driver.limit)
     assert len(output) < driver.limit
     stored_whole_once(driver, tmp_path, output)
+
+
+NOTE = "".join(f"draft {i}: the export keeps its order\n" for i in range(50_000))
+"""What a model writes as a call's argument (~1.9 MB, ~550,000 tokens: a file it writes
+whole), over every door's window."""
+
+
+@doors
+def test_a_big_argument_the_model_wrote_is_stored_whole_and_not_sent_again_whole(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    """A call's arguments are the model's output, sent again with every later request of the
+    conversation: a door cuts a big one as it cuts a big tool output (stored whole first,
+    head and notice kept), or every later request is over the window (smolagents' door sent
+    160,000 tokens a call against 8,000 after a 408 KB `write(content=...)`)."""
+    skip_unless(driver, "call arguments")
+    with known_gap(driver, "call arguments"):
+        workdir = tmp_path / "ws"
+        made = driver.make(LocalWorkspace(workdir))
+        turns = [Turn("write the draft", tool_output="written", note=NOTE), Turn("and now?")]
+        outcome = driver.converse(made, "c1", turns)
+        head, tail = NOTE.splitlines()[0], NOTE.splitlines()[-1]
+        after = ["\n".join(sent) for sent in outcome.sent[1:]]
+        assert after, "the door saw no request after the call"
+        assert head in after[0]  # the call is still sent (what this checks is its arguments' size)
+        for request in after:
+            assert tail not in request, "a request after the call carries its argument whole"
+            assert len(request) < len(NOTE) // 2
+        assert files_holding(workdir, NOTE.rstrip("\n")), "the argument is stored whole nowhere"
 
 
 # -- recorded ------------------------------------------------------------------------------------
