@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from ._disk.events import record_class, record_of
 from ._disk.writer import event_record
-from .exceptions import SessionBusyError
+from ._lease_lost import logged_unless_lease_lost
 from .workspace import EventBatches, EventLog, Offloader
 
 __all__ = ["EventCallback", "emit_event", "emit_events"]
@@ -80,21 +80,13 @@ async def emit_events(
     stamped = [(e["kind"], {k: v for k, v in e.items() if k != "kind"}) for e in events]
     log, batches = _record_of(offloader)
     if batches:
-        try:
+        kinds = ", ".join(sorted({kind for kind, _ in stamped}))
+        with logged_unless_lease_lost("could not record a %s event", kinds):
             await cast(EventBatches, offloader).record_events(session_id, stamped)
-        except SessionBusyError:
-            raise  # (the writer lost the session: it stops, it does not work around it)
-        except Exception as exc:
-            kinds = ", ".join(sorted({kind for kind, _ in stamped}))
-            logger.warning("could not record a %s event: %s", kinds, exc)
     elif log:
         for kind, fields in stamped:
-            try:
+            with logged_unless_lease_lost("could not record a %s event", kind):
                 await cast(EventLog, offloader).record_event(session_id, kind, **fields)
-            except SessionBusyError:
-                raise
-            except Exception as exc:
-                logger.warning("could not record a %s event: %s", kind, exc)
     if on_event is not None:
         for event in events:
             try:

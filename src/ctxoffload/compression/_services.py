@@ -17,7 +17,8 @@ from typing import Any
 
 from .._disk.records import Event
 from .._emit import EventCallback, emit_events
-from ..exceptions import ConfigError, SessionBusyError
+from .._lease_lost import logged_unless_lease_lost
+from ..exceptions import ConfigError
 from ..messages import Msg
 from ..model import ChatModel
 from ..references import ContextRef
@@ -212,13 +213,12 @@ class RunServices:
         `Compressor.persist`)."""
         if self.offloader is None:
             return Persisted()
-        try:
+        with logged_unless_lease_lost(
+            "could not offload %d messages, %s", len(messages), on_failure
+        ) as failed:
             ref = await self.offloader.offload_context(self.session_id, msgs=messages)
-        except SessionBusyError:
-            raise  # (the writer lost the session: it stops, it does not work around it)
-        except Exception as exc:
-            logger.warning("could not offload %d messages, %s: %s", len(messages), on_failure, exc)
-            return Persisted(failure=exc)
+        if failed.error is not None:
+            return Persisted(failure=failed.error)
         line_span: tuple[int, int] | None = None
         spans: tuple[tuple[int, int], ...] = ()
         if isinstance(ref, ContextRef) and ref.last_line >= ref.first_line:

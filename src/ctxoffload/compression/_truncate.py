@@ -16,8 +16,8 @@ from pydantic import BaseModel
 
 from .._disk.payloads import count_lines, render_tool_output
 from .._disk.wording import plural
+from .._lease_lost import logged_unless_lease_lost
 from .._tokens.counters import count_over, fits_by_size
-from ..exceptions import SessionBusyError
 from ..messages import DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ..text import TRUNCATION_MARKER, defuse
 from ..tokens import TokenCounter
@@ -385,18 +385,14 @@ async def truncate_tool_result(
     original = block
     reference: str | None = None
     if offloader is not None:
-        try:
+        with logged_unless_lease_lost(
+            "could not offload the result of %s (call %s), keeping it whole",
+            original.name or "a tool",
+            original.id,
+        ) as failed:
             block = await _offload_payloads(block, offloader)
             reference = await offloader.offload_tool_result(session_id, block)
-        except SessionBusyError:
-            raise  # (the writer lost the session: it stops, it does not work around it)
-        except Exception as exc:
-            logger.warning(
-                "could not offload the result of %s (call %s), keeping it whole: %s",
-                original.name or "a tool",
-                original.id,
-                exc,
-            )
+        if failed:
             return None
     full_text = rendered_text(block.output)
     data = data_files(block) if reference is not None else []

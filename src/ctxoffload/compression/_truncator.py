@@ -21,7 +21,7 @@ from typing import Any
 
 from .._disk import events
 from .._disk.records import Event
-from ..exceptions import SessionBusyError
+from .._lease_lost import logged_unless_lease_lost
 from ..formats import read_tool_result
 from ..messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from ..workspace import ReferenceReader
@@ -213,15 +213,14 @@ class Truncator:
         source = f"{msg.role} message"
         reference: str | None = None
         if services.offloader is not None:
-            try:
+            with logged_unless_lease_lost(
+                "could not offload a long %s, keeping it whole", source
+            ) as failed:
                 reference = await services.offloader.offload_tool_result(
                     services.session_id,
                     ToolResultBlock(id=f"{msg.role}-{msg.id}", name=source, output=text),
                 )
-            except SessionBusyError:
-                raise  # (the writer lost the session: it stops, it does not work around it)
-            except Exception as exc:
-                logger.warning("could not offload a long %s, keeping it whole: %s", source, exc)
+            if failed:
                 return msg
         cut = truncate_text(
             text,
@@ -372,22 +371,16 @@ class Truncator:
         earlier = await self._earlier_argument(text)
         whole, reference = earlier if earlier is not None else (text, None)
         if reference is None:
-            try:
+            with logged_unless_lease_lost(
+                "could not offload argument %r of call %s, keeping it whole", name, block.id
+            ) as failed:
                 reference = await offloader.offload_tool_result(
                     services.session_id,
                     ToolResultBlock(
                         id=f"{block.id}.{name}", name=f"{block.name} argument {name}", output=text
                     ),
                 )
-            except SessionBusyError:
-                raise
-            except Exception as exc:
-                logger.warning(
-                    "could not offload argument %r of call %s, keeping it whole: %s",
-                    name,
-                    block.id,
-                    exc,
-                )
+            if failed:
                 return None
         cut = truncate_text(
             whole,

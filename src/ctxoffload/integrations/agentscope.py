@@ -72,6 +72,7 @@ from .._doors.checks import checked_offloader, checked_positive, not_a_capabilit
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session
 from .._doors.runs import ANNOUNCED_KEPT, HostRuns
+from .._lease_lost import logged_unless_lease_lost, raised_unless_lease_lost
 from ..exceptions import ConfigError, OffloadError, SessionBusyError
 from ..workspace import EventLog, Offloader, ReferenceReader, writing_as
 
@@ -226,15 +227,13 @@ class AgentScopeOffloader:
 
     async def _record_data(self, session_id: str, url: str, media_type: str | None) -> None:
         named = DataFile(reference=url, media_type=media_type)
-        try:
+        # Stored all the same: the file is kept for gc's grace (an hour) without it.
+        with logged_unless_lease_lost(
+            "could not record data file %s in session %s", url, session_id
+        ):
             await self.workspace.record_event(  # type: ignore[attr-defined]
                 session_id, named.kind, **named.fields()
             )
-        except SessionBusyError:
-            raise  # (the reply lost its session: it stops, it does not work around it)
-        except Exception as exc:
-            # Stored all the same: the file is kept for gc's grace (an hour) without it.
-            logger.warning("could not record data file %s in session %s: %s", url, session_id, exc)
 
     async def _claim(self, agent: Any, session_id: str) -> None:
         """Name in `session_id` the data blocks stored outside any reply that the agent's
@@ -257,14 +256,10 @@ class AgentScopeOffloader:
                 skipped compression, so the context keeps them.
         """
         session_id = _session_of(session_id)
-        try:
+        with raised_unless_lease_lost(
+            lambda exc: _ContextNotStored(f"could not store {len(msgs)} compressed messages: {exc}")
+        ):
             return str(await self.workspace.offload_context(session_id, msgs=list(msgs)))
-        except SessionBusyError:
-            raise
-        except Exception as exc:
-            raise _ContextNotStored(
-                f"could not store {len(msgs)} compressed messages: {exc}"
-            ) from exc
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
         """The file holding the whole result (stored by the middleware), else the part given.
@@ -279,17 +274,15 @@ class AgentScopeOffloader:
         if call is not None and call.tool_id == tool_id and call.stored is not None:
             return call.stored
         session_id = _session_of(session_id)
-        try:
-            return str(await self.workspace.offload_tool_result(session_id, tool_result))
-        except SessionBusyError:
-            raise
-        except Exception as exc:
-            raise OffloadError(
+        with raised_unless_lease_lost(
+            lambda exc: OffloadError(
                 f"could not store the part AgentScope cut from tool result {tool_id!r}, so the "
                 f"reply stops rather than lose it: {exc}; pass the offloader's middleware "
                 "(Agent(middlewares=[offloader.middleware])) to keep such a result whole in "
                 "the context instead"
-            ) from exc
+            )
+        ):
+            return str(await self.workspace.offload_tool_result(session_id, tool_result))
 
     # -- the middleware ----------------------------------------------------------------------
 
@@ -342,19 +335,15 @@ class AgentScopeOffloader:
             # the model would read the same file in ever smaller pieces.
             return _Call(str(tool_call.id), keep_whole=True)
         block = message.ToolResultBlock(id=tool_call.id, name=tool_call.name, output=output)
-        try:
+        with logged_unless_lease_lost(
+            "could not store the result of %s (call %s), keeping it whole in the context",
+            tool_call.name,
+            tool_call.id,
+        ) as failed:
             ref = await self.workspace.offload_tool_result(
                 _session_of(agent.state.session_id), block
             )
-        except SessionBusyError:
-            raise
-        except Exception as exc:
-            logger.warning(
-                "could not store the result of %s (call %s), keeping it whole in the context: %s",
-                tool_call.name,
-                tool_call.id,
-                exc,
-            )
+        if failed:
             return _Call(str(tool_call.id), keep_whole=True)
         return _Call(str(tool_call.id), stored=str(ref))
 

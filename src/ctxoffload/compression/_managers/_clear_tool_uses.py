@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..._depth import json_text
 from ..._disk import events
-from ...exceptions import SessionBusyError
+from ..._lease_lost import logged_unless_lease_lost
 from ...messages import DataBlock, Msg, ToolCallBlock, ToolResultBlock, URLSource
 from ...text import CLEARED_MARK, defuse
 from ...workspace import Offloader
@@ -197,15 +197,14 @@ class ClearToolUses:
         if offloader is None:
             run.report("ClearToolUses: no offloader to store the outputs in; nothing cleared")
             return messages
-        try:
+        with logged_unless_lease_lost(
+            "could not store the tool outputs to clear, clearing none"
+        ) as failed:
             placeholders, inputs, references, stored = await self._store(
                 candidates, offloader, run, readers
             )
-        except SessionBusyError:
-            raise  # (the writer lost the session: it stops, it does not work around it)
-        except Exception as exc:
-            logger.warning("could not store the tool outputs to clear, clearing none: %s", exc)
-            run.report(f"ClearToolUses: offload failed: {exc}")
+        if failed:
+            run.report(f"ClearToolUses: offload failed: {failed.error}")
             return messages
         tokens_before = run.compressor.count(messages, run.tools)
         placeholders, named = _naming(messages, candidates, placeholders, inputs, stored)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from ..._depth import json_text, load_json
 from ..._disk import events
 from ..._disk.payloads import count_lines
-from ...exceptions import SessionBusyError
+from ..._lease_lost import logged_unless_lease_lost
 from ...messages import Base64Source, DataBlock, Msg, TextBlock, ToolResultBlock, URLSource
 from ...text import defuse
 from ...workspace import Offloader
@@ -164,17 +164,13 @@ class ToolOutputOffload:
         parts: list[Any] = (
             [TextBlock(text=result.output)] if isinstance(result.output, str) else result.output
         )
-        try:
+        with logged_unless_lease_lost(
+            "could not offload the result of %s (call %s) block by block, keeping it whole",
+            result.name or "a tool",
+            result.id,
+        ) as failed:
             lines, stored = await store_blocks(result, parts, offloader, run.compressor.session_id)
-        except SessionBusyError:
-            raise  # (the writer lost the session: it stops, it does not work around it)
-        except Exception as exc:
-            logger.warning(
-                "could not offload the result of %s (call %s) block by block, keeping it whole: %s",
-                result.name or "a tool",
-                result.id,
-                exc,
-            )
+        if failed:
             return result
         output = self._offloaded_text(parts, tokens, lines, stored, run)
         for artifact in stored:
