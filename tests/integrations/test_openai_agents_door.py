@@ -50,6 +50,7 @@ from ctxoffload.integrations.openai_agents import (  # noqa: E402
 )
 from ctxoffload.tokens import get_token_counter  # noqa: E402
 from ctxoffload.workspace import Workspace  # noqa: E402
+from helpers import megabyte_output, retained_per_run  # noqa: E402
 from openai_server import OpenAIServer  # noqa: E402
 
 set_tracing_disabled(True)
@@ -445,3 +446,29 @@ async def test_a_call_that_wrote_a_whole_file_is_sent_cut_as_the_models_own_item
     assert "<<<TRUNCATED>>>" in args["content"] and body.startswith(args["content"][:200])
     (stored,) = (tmp_path / "ws" / "sessions" / "f").glob("tool_result-w1_content*.txt")
     assert str(stored) in args["content"] and stored.read_text(encoding="utf-8") == body
+
+
+def test_a_named_filter_keeps_no_output_of_a_run_that_is_over(tmp_path: Path) -> None:
+    """A filter named for its conversation (`session_id=`, or made by a `WorkspaceSession`)
+    keeps the session's projector for the next run, and a server keeps a filter per
+    conversation. It kept the whole text of the output the run's last call cut, and its
+    counter the counts of long texts with the texts, for as long as the filter lived (1.22 MB
+    per conversation of a 1.1 MB output). Once the run is over (the SDK dropped it) the
+    projector lets go of them; the output is in its file, where a result cut again is read
+    back from."""
+    outputs: list[str] = []
+    filters: list[OffloadingInputFilter] = []  # (a server's, one per conversation)
+
+    @function_tool
+    def fetch() -> str:
+        """Fetch the export's log."""
+        return outputs.pop()
+
+    def run(number: int) -> None:
+        outputs.append(megabyte_output(number))
+        offload = OffloadingInputFilter(local(tmp_path), config=CONFIG, session_id=f"s{number}")
+        filters.append(offload)
+        asyncio.run(one_run(offload, fetch))
+
+    assert retained_per_run(run) < 200_000
+    assert all(offload._projector is not None for offload in filters)  # each still kept

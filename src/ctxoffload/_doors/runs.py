@@ -20,7 +20,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Hashable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .._disk.events import Door as DoorEvent
 from .._disk.events import Subagent
@@ -44,6 +44,7 @@ __all__ = [
     "ANNOUNCED_KEPT",
     "SESSIONS_KEPT",
     "HostRuns",
+    "Kept",
     "begin_run",
     "door_busy",
     "record_door",
@@ -53,6 +54,7 @@ __all__ = [
 logger = logging.getLogger("ctxoffload")
 
 _T = TypeVar("_T")
+_K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
 
 _CONVERSATION_CHARS = 200
@@ -205,14 +207,16 @@ class HostRuns:
     so another object or process may take the conversation meanwhile, and a run resumed
     anywhere takes its lease at its first call. A call that raised gives it up at once.
 
-    A door that keeps state per conversation between runs (a projector) passes `at_run_end`:
-    whenever a run gives its session up here (it ended, it was taken for gone, it was idle
-    past `release_idle`, a call of it raised; a run whose `owner` was collected, at the next
-    `begin` or `end`), the door lets go of what only that run needed (`Projector.release`:
-    the whole texts of the outputs it cut), so a server keeps
-    per conversation what the next run needs, not the last run's outputs. It is called with
-    this object's lock held, before another run of the session may begin; it must not wait
-    for a lock held while this object's methods are called.
+    A door that keeps state per conversation between runs (a projector) keeps it in a `Kept`
+    of this object (`keep`): whenever a run gives its session up here (it ended, it was
+    taken for gone, it was idle past `release_idle`, a call of it raised; a run whose
+    `owner` was collected, soon after, on this object's loop), that session's state lets go
+    of what only that run needed (`Projector.release`: the whole texts of the outputs it
+    cut), so a server keeps per conversation what the next run needs, not the last run's
+    outputs.
+    `at_run_end` hears of the same moments; it is called with this object's lock held,
+    before another run of the session may begin, and must not wait for a lock held while
+    this object's methods are called.
 
     Args:
         workspace: the door's workspace.
@@ -242,11 +246,19 @@ class HostRuns:
         # The sessions of runs let go of by the collector (`_let_go`), which must not wait:
         # said to `at_run_end` at the next `begin` or `end`.
         self._let_go_of: collections.deque[str] = collections.deque()
+        self._kept: list[Kept[Any, Any]] = []  # the doors' state per conversation (`keep`)
         self._loop = LoopThread(f"ctxoffload-{door.name}-runs")
         self._runs: dict[str, _Run] = {}  # session -> the run of this process writing it
         # The sessions whose `door` event this object wrote, the most recent last.
         self._announced = RecentKeys(ANNOUNCED_KEPT)
         self._lock = threading.Lock()
+
+    def keep(self, session_of: Callable[[_V], str], release: Callable[[_V], None]) -> Kept[Any, _V]:
+        """A door's state per conversation, kept between its runs by this object's rules (see
+        `Kept`): `release(state)` whenever a run of `session_of(state)` gives it up here."""
+        kept: Kept[Any, _V] = Kept(self, session_of, release)
+        self._kept.append(kept)
+        return kept
 
     def begin(
         self,
@@ -580,21 +592,111 @@ class HostRuns:
         be free to go when the run ends."""
         return contextvars.Context().run(self._loop.run, coro)
 
+    def _say_let_go_soon(self) -> None:
+        """Say the runs the collector let go of to `at_run_end` on a worker of this object's
+        loop, now, rather than at the next `begin` or `end` (a door object per conversation,
+        whose next run may be long in coming, or never come). Called by the collector: it
+        only sets a timer (a callback queued for the loop, its wake-up byte written)."""
+        try:
+            self._loop.later(0, self._say_let_go_now)
+        except RuntimeError:  # (the loop never ran, or the interpreter is exiting)
+            return
+
+    def _say_let_go_now(self) -> None:
+        # On a worker of the loop's own pool, as `_idle_check`: it never waits for the lock
+        # (`begin` holds it while the lease's work runs on that pool), it looks again later.
+        if not self._lock.acquire(blocking=False):
+            self._loop.later(0.05, self._say_let_go_now)
+            return
+        try:
+            self._say_let_go()
+        finally:
+            self._lock.release()
+
     def _say_let_go(self) -> None:
         """Say to `at_run_end` the runs the collector let go of since (with `_lock` held),
         but for a session a run of this object writes again meanwhile."""
         while self._let_go_of:
             session = self._let_go_of.popleft()
-            if session not in self._runs and self._at_run_end is not None:
-                self._at_run_end(session)
+            if session not in self._runs:
+                self._run_ended(session)
+
+    def _run_ended(self, session: str) -> None:
+        """A run of `session` gave it up here (with `_lock` held): say so to the door."""
+        for kept in self._kept:
+            kept.run_ended(session)
+        if self._at_run_end is not None:
+            self._at_run_end(session)
 
     def _drop(self, session: str, run: _Run) -> None:
         self._runs.pop(session, None)  # (the collector may have dropped it: `_let_go`)
         lease = run.lease  # once: the collector may let go of it meanwhile (`_let_go`)
         if lease is not None:
             self._on_loop(lease.release())
-        if self._at_run_end is not None:
-            self._at_run_end(session)
+        self._run_ended(session)
+
+
+class Kept(Generic[_K, _V]):
+    """A door's state per conversation kept between its runs (a projector, the history it
+    read), by the door's key, the least recently used first: made when a conversation's
+    first call needs it (`get_or_make`), released when a run of its session gives the
+    session up (`HostRuns.keep`), and past `SESSIONS_KEPT` forgotten once no run of it is
+    going on (`HostRuns.forget_idle`). One door object serves every conversation of a
+    server; a conversation forgotten, then back, projects from its record as one resumed in
+    a new process does.
+
+    Safe to call from any thread: `get_or_make` takes this object's lock, then the runs'
+    lock (to see which are going on); a run's end, said with the runs' lock held, takes
+    neither (one look-up of the entries, then the state's own `release`).
+    """
+
+    def __init__(
+        self, runs: HostRuns, session_of: Callable[[_V], str], release: Callable[[_V], None]
+    ) -> None:
+        self._runs = runs
+        self._session_of = session_of
+        self._release = release
+        self._kept: collections.OrderedDict[_K, _V] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_or_make(
+        self,
+        key: _K,
+        make: Callable[[], _V],
+        *,
+        usable: Callable[[_V], bool] | None = None,
+    ) -> tuple[_V, list[_V]]:
+        """The state kept for `key`, made by `make` if there is none (or if `usable` says the
+        one kept is not), now the most recently used; and the entries forgotten to make room
+        for a new one, oldest first (the door drops what else it keeps of them)."""
+        with self._lock:
+            state = self._kept.get(key)
+            if state is not None and (usable is None or usable(state)):
+                self._kept.move_to_end(key)
+                return state, []
+            state = self._kept[key] = make()
+            self._kept.move_to_end(key)
+            return state, self._runs.forget_idle(self._kept, self._session_of)
+
+    def get(self, key: _K) -> _V | None:
+        """The state kept for `key` (None: none), its place among the recent left as it is."""
+        return self._kept.get(key)
+
+    def values(self) -> list[_V]:
+        """The states kept, the least recently used first."""
+        return list(self._kept.values())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._kept
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def run_ended(self, session: str) -> None:
+        """A run of `session` gave it up: its state lets go of what only that run needed."""
+        for state in list(self._kept.values()):  # (one step: another thread may add one)
+            if self._session_of(state) == session:
+                self._release(state)
 
 
 class _Run:
@@ -675,8 +777,9 @@ def _let_go(run: weakref.ref[_Run], session: str, owner: object) -> None:
     """The host's object for `run` was collected: drop the run's lease unreleased, and the
     run with it (a server's runs of fresh sessions, each begun once, would stay for good).
     Called by the collector wherever it runs (inside a lock of the executor, on any thread):
-    assignments and a dict's pop, nothing that waits. The lease is noted as let go, so the
-    next run that takes it over says so quietly (`let_go`): nothing is wrong then."""
+    assignments, a dict's pop and a timer set, nothing that waits. The lease is noted as let
+    go, so the next run that takes it over says so quietly (`let_go`): nothing is wrong
+    then."""
     held = run()
     if held is None:
         return
@@ -687,3 +790,4 @@ def _let_go(run: weakref.ref[_Run], session: str, owner: object) -> None:
     if runs is not None and runs._runs.get(session) is held:
         runs._runs.pop(session, None)
         runs._let_go_of.append(session)
+        runs._say_let_go_soon()

@@ -11,7 +11,6 @@ same way, from the workspace's record.
 
 from __future__ import annotations
 
-import collections
 import importlib
 import json
 from typing import Any
@@ -25,7 +24,7 @@ from .._doors.checks import (
 )
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session
-from .._doors.runs import HostRuns
+from .._doors.runs import HostRuns, Kept
 from .._overflow import is_context_overflow
 from .._tokens.counters import fits_by_size
 from ..compression import ContextConfig, Projector
@@ -116,10 +115,10 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
             _FunctionTool(function)
             for function in reading_functions(workspace, max_output_chars, memory=memory)
         ]
-        self._runs = HostRuns(workspace, _DOOR, at_run_end=self._run_ended)
-        # Per ADK session: its projector and history, the least recently used first; past
-        # `SESSIONS_KEPT`, those whose run is over are forgotten (`HostRuns.forget_idle`).
-        self._sessions: collections.OrderedDict[str, _Session] = collections.OrderedDict()
+        self._runs = HostRuns(workspace, _DOOR)
+        # Per ADK session: its projector and history (`Kept`: the projector released when a
+        # run of it ends; past `SESSIONS_KEPT`, those whose run is over are forgotten).
+        self._sessions: Kept[str, _Session] = self._runs.keep(_session_id, _Session.release)
         self._writing: dict[str, Any] = {}  # function call id -> its tool's `writing_as`
         self._overflowed: set[str] = set()
 
@@ -238,27 +237,22 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
 
     # -- sessions -----------------------------------------------------------------------------
 
-    def _run_ended(self, session: str) -> None:
-        """A run of `session` gave it up: its projector lets go of what only that run needed
-        (`HostRuns`'s `at_run_end`)."""
-        for state in list(self._sessions.values()):
-            if state.id == session:
-                state.projector.release()
-
     def _session(self, context: Any) -> _Session:
         """The state of the ADK session a callback's context belongs to."""
         given = conversation_of(context.session)
-        session = self._sessions.get(given)
-        if session is not None:
-            self._sessions.move_to_end(given)
-            return session
-        name = conversation_session(given)
-        projector = Projector(self.workspace, name, config=self.config, model=self.summary_model)
-        session = self._sessions[given] = _Session(name, projector)
+
+        def make() -> _Session:
+            name = conversation_session(given)
+            projector = Projector(
+                self.workspace, name, config=self.config, model=self.summary_model
+            )
+            return _Session(name, projector)
+
         # A server keeps one plugin for every user's sessions. One forgotten projects as a
         # session resumed in a new process does, from its record, when it is back.
-        for forgotten in self._runs.forget_idle(self._sessions, _session_id):
-            self._overflowed.discard(forgotten.id)
+        session, forgotten = self._sessions.get_or_make(given, make)
+        for old in forgotten:
+            self._overflowed.discard(old.id)
         return session
 
 
@@ -285,6 +279,11 @@ class _Session:
         self.projector = projector
         self.history = GenaiHistory()
         self._system: tuple[str, Msg] | None = None
+
+    def release(self) -> None:
+        """A run of the session gave it up: its projector lets go of what only that run
+        needed (`Projector.release`)."""
+        self.projector.release()
 
     def system(self, instruction: Any) -> Msg | None:
         """The request's system instruction as a leading system `Msg` (it counts against

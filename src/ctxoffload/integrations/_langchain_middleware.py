@@ -14,7 +14,6 @@ A resumed thread projects the same way, from its state and the workspace's recor
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import contextvars
 import functools
@@ -33,7 +32,7 @@ from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.recent import weak_entry
-from .._doors.runs import HostRuns
+from .._doors.runs import HostRuns, Kept
 from .._loop import run_private
 from .._overflow import is_context_overflow
 from .._tokens.counters import fits_by_size
@@ -168,21 +167,18 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         # A LangGraph run may stop without `after_agent` (it raised, or stopped at an
         # interrupt) and go on from its checkpoint later, in another process: its lease is
         # given up once it is idle and taken again at its next call (`HostRuns.calling`).
-        self._runs = HostRuns(
-            workspace, _DOOR, release_idle=_IDLE_RELEASE, at_run_end=self._run_ended
-        )
+        self._runs = HostRuns(workspace, _DOOR, release_idle=_IDLE_RELEASE)
         self._summary_model: ChatModel | None = (
             _SummaryModel(summary_model, self.config.context_window)
             if isinstance(summary_model, _BaseChatModel)
             else summary_model
         )
-        # Per session, the least recently used first: its projector, and per message key the
-        # LangChain message last seen and its `Msg` (an unchanged message is converted once
-        # and the projector sees the same object). Past `SESSIONS_KEPT`, the sessions whose
-        # run is over are forgotten (`HostRuns.forget_idle`): one middleware serves every
-        # thread of a server, and a thread forgotten, then back, projects from its record
-        # and its checkpoint as one resumed in a new process does.
-        self._projectors: collections.OrderedDict[str, Projector] = collections.OrderedDict()
+        # Per session: its projector, released when a run of it ends and forgotten past
+        # `SESSIONS_KEPT` (`Kept`: a thread forgotten, then back, projects from its record
+        # and its checkpoint), and per message key the LangChain message last seen and its
+        # `Msg` (an unchanged message is converted once and the projector sees the same
+        # object).
+        self._projectors: Kept[str, Projector] = self._runs.keep(_session_of, Projector.release)
         self._converted: dict[str, dict[str, tuple[Any, Msg]]] = {}
         # Per session: the window its projector was made with (the config's, else the one
         # its agent's model declares).
@@ -230,14 +226,6 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         if run is not None:
             await self._runs.aend(run["session"], run["run"])
         return None
-
-    def _run_ended(self, session: str) -> None:
-        """A run of `session` gave it up: its projector lets go of what only that run needed
-        (`HostRuns`'s `at_run_end`). Without `_guard`: `_projector` holds it while it asks
-        `_runs`, whose lock is held here."""
-        projector = self._projectors.get(session)
-        if projector is not None:
-            projector.release()
 
     def _session_of(self, thread: str | None) -> str:
         """The session of a run: its thread's, else `session_id`, else a new one."""
@@ -441,21 +429,25 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
             window = self.config.context_window or (
                 _declared_window(model) if model is not None else None
             )
-            projector = self._projectors.get(session)
-            if projector is None or (window is not None and window != self._windows.get(session)):
-                projector = Projector(
+
+            def make() -> Projector:
+                self._windows[session] = window
+                return Projector(
                     self.workspace,
                     session,
                     config=self.config,
                     model=self._summary_model,
                     context_window=window,
                 )
-                self._projectors[session] = projector
-                self._windows[session] = window
-            self._projectors.move_to_end(session)
-            for forgotten in self._runs.forget_idle(self._projectors, _session_of):
-                self._converted.pop(forgotten.session_id, None)
-                self._windows.pop(forgotten.session_id, None)
+
+            projector, forgotten = self._projectors.get_or_make(
+                session,
+                make,
+                usable=lambda _: window is None or window == self._windows.get(session),
+            )
+            for old in forgotten:
+                self._converted.pop(old.session_id, None)
+                self._windows.pop(old.session_id, None)
         projector.use_model(model_name_of(model))
         return projector
 

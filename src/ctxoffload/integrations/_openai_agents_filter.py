@@ -25,7 +25,7 @@ from .._doors.checks import (
 )
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session
-from .._doors.runs import HostRuns, record_door
+from .._doors.runs import HostRuns, Kept, record_door
 from .._overflow import is_context_overflow
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
@@ -99,11 +99,14 @@ class OffloadingInputFilter:
         self.summary_model = checked_summary_model(summary_model)
         self.session_id: str | None = None
         self._conversation: object = None  # the host's id of the named conversation
-        self._projector: Projector | None = None  # the named session's, kept across runs
+        self._runs = HostRuns(self.workspace, DOOR)
+        # The named session's projector, kept across runs (`Kept`: released when a run of
+        # it ends, so the filter keeps no output of a run that is over).
+        self._named: Kept[str, Projector] = self._runs.keep(_session_of, Projector.release)
+        self._projector: Projector | None = None
         if session_id is not None:
             self._name(conversation_session(session_id), session_id)
         self._tools: list[Any] | None = None
-        self._runs = HostRuns(self.workspace, DOOR)
         # Per SDK run, by id (the SDK's run object is unhashable; held weakly: an entry goes
         # with its run): its session, projector and last call. Calls made outside any run
         # share `_outside`.
@@ -116,7 +119,7 @@ class OffloadingInputFilter:
         """Make every run of this filter write `session` (the host's `conversation`)."""
         self.session_id = session
         self._conversation = conversation
-        self._projector = self._new_projector(session)
+        self._projector, _ = self._named.get_or_make(session, lambda: self._new_projector(session))
 
     def _new_projector(self, session: str) -> Projector:
         return Projector(self.workspace, session, config=self.config, model=self.summary_model)
@@ -487,3 +490,7 @@ def _retrying_model_class(base: Any) -> Any:
             return again
 
     return OverflowRetryingModel
+
+
+def _session_of(projector: Projector) -> str:
+    return projector.session_id

@@ -10,7 +10,6 @@ same way, from the workspace's record.
 
 from __future__ import annotations
 
-import collections
 import copy
 import dataclasses
 import importlib
@@ -26,7 +25,7 @@ from .._doors.checks import (
 )
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
-from .._doors.runs import HostRuns
+from .._doors.runs import HostRuns, Kept
 from .._overflow import is_context_overflow
 from .._tokens.counters import fits_by_size
 from ..compression import ContextConfig, Projector
@@ -139,10 +138,10 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         self._overflowed = False
         # The runs of this capability's copies holding their session's lease, and per
         # session its projector, kept for the runs that follow (the provider's last reported
-        # usage and the counts stay with it), the least recently used first: past
-        # `SESSIONS_KEPT`, those whose run is over are forgotten (`HostRuns.forget_idle`).
-        self._runs = HostRuns(self.workspace, _DOOR, at_run_end=self._run_ended)
-        self._projectors: collections.OrderedDict[str, Projector] = collections.OrderedDict()
+        # usage and the counts stay with it; `Kept`: released when a run of it ends, and
+        # past `SESSIONS_KEPT` forgotten once its run is over).
+        self._runs = HostRuns(self.workspace, _DOOR)
+        self._projectors: Kept[str, Projector] = self._runs.keep(_session_of, Projector.release)
 
     async def for_run(self, ctx: Any) -> ContextOffload:
         """A copy of this capability holding the run's projector (its session)."""
@@ -152,15 +151,14 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         run.session_id = session
         run._conversation = given or None
         run._step, run._overflowed = ([], []), False
-        run._projector = self._projectors.get(session)
-        if run._projector is None:
-            run._projector = self._projectors[session] = Projector(
-                self.workspace, session, config=self.config, model=self.summary_model
-            )
-        self._projectors.move_to_end(session)
         # One capability serves every conversation of a server. One forgotten projects as a
         # run resumed in a new process does, from its record, when it is back.
-        self._runs.forget_idle(self._projectors, _session_of)
+        run._projector, _ = self._projectors.get_or_make(
+            session,
+            lambda: Projector(
+                self.workspace, session, config=self.config, model=self.summary_model
+            ),
+        )
         return run
 
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
@@ -177,13 +175,6 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         finally:
             ended = True
             await self._runs.aend(session, run)
-
-    def _run_ended(self, session: str) -> None:
-        """A run of `session` gave it up: its projector lets go of what only that run needed
-        (`HostRuns`'s `at_run_end`)."""
-        projector = self._projectors.get(session)
-        if projector is not None:
-            projector.release()
 
     def get_default_conversation_id(self, run_id: str) -> str | None:
         """The conversation of a run that names none (no `conversation_id` passed, none on
