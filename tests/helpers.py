@@ -235,6 +235,17 @@ class OffloaderOnly:
         return await self.inner.offload_data_block(block)
 
 
+class EventsOneByOne(OffloaderOnly):
+    """A custom store with the three `Offloader` methods and `EventLog`'s two (no
+    `record_events`: each event is its own write)."""
+
+    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
+        await self.inner.record_event(session_id, kind, **fields)
+
+    async def read_events(self, session_id: str) -> list[dict[str, Any]]:
+        return await self.inner.read_events(session_id)
+
+
 def plausible_session(n: int, words: int = 12) -> list[Msg]:
     """A plausible session of n messages: requests, tool calls with results, replies."""
     msgs: list[Msg] = []

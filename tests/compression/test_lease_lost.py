@@ -31,7 +31,7 @@ from ctxoffload._emit import emit_events
 from ctxoffload._lease_lost import logged_unless_lease_lost, raised_unless_lease_lost
 from ctxoffload.compression import ClearToolUses, Compressor, ToolOutputOffload
 from ctxoffload.messages import TextBlock
-from helpers import pipeline_run
+from helpers import EventsOneByOne, pipeline_run
 
 TTL = 0.4
 """The lease's time to live: renewed every third of it while its event loop runs."""
@@ -92,28 +92,6 @@ class FullDisk:
 
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
         return []
-
-
-class EventsOneByOne:
-    """A workspace's event log without batches (`record_event` only), as a custom store."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    async def offload_context(self, session_id: str, msgs: Any) -> Any:
-        return await self.inner.offload_context(session_id, msgs)
-
-    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
-        return await self.inner.offload_tool_result(session_id, tool_result)
-
-    async def offload_data_block(self, block: Any) -> Any:
-        return await self.inner.offload_data_block(block)
-
-    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
-        await self.inner.record_event(session_id, kind, **fields)
-
-    async def read_events(self, session_id: str) -> list[dict[str, Any]]:
-        return list(await self.inner.read_events(session_id))
 
 
 def compressor(offloader: Any) -> Compressor:

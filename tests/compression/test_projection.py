@@ -22,7 +22,7 @@ from ctxoffload import (
 )
 from ctxoffload.compression import Projector
 from ctxoffload.model import ScriptedModel
-from helpers import AppendCounting, plausible_session, summary_reply
+from helpers import AppendCounting, EventsOneByOne, plausible_session, summary_reply
 
 CONFIG = ContextConfig(context_window=3000, tool_result_limit=200)
 BIG = "\n".join(f"row {i}: " + "x" * 40 for i in range(2000))
@@ -359,29 +359,8 @@ async def test_a_compacting_call_writes_its_events_with_its_record_in_one_append
 
 
 async def test_an_event_log_without_batches_gets_each_event_in_order(tmp_path: Path) -> None:
-    class OneByOne:
-        """A custom record with only `EventLog`'s two methods (no `record_events`)."""
-
-        def __init__(self, inner: LocalWorkspace) -> None:
-            self.inner = inner
-
-        async def offload_context(self, session_id: str, msgs: Any) -> str:
-            return await self.inner.offload_context(session_id, msgs)
-
-        async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
-            return await self.inner.offload_tool_result(session_id, tool_result)
-
-        async def offload_data_block(self, block: Any) -> Any:
-            return await self.inner.offload_data_block(block)
-
-        async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
-            await self.inner.record_event(session_id, kind, **fields)
-
-        async def read_events(self, session_id: str) -> list[dict[str, Any]]:
-            return await self.inner.read_events(session_id)
-
     inner = LocalWorkspace(tmp_path)
-    projector = Projector(OneByOne(inner), "t1", config=CONFIG)
+    projector = Projector(EventsOneByOne(inner), "t1", config=CONFIG)
     await projector.project([Msg(role="user", content="go"), Msg(role="assistant", content="ok")])
     kinds = [e["kind"] for e in await inner.read_events("t1")]
     assert kinds == ["message", "message", "model_call"]
