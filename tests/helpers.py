@@ -246,6 +246,28 @@ class EventsOneByOne(OffloaderOnly):
         return await self.inner.read_events(session_id)
 
 
+async def lease_taken_over(url: str, session: str, ttl: float) -> tuple[Any, Any]:
+    """A SQLite workspace on `url` whose lease of `session` (of time to live `ttl`) lapsed
+    unrenewed while its event loop was blocked, and was taken over by another writer (in a
+    thread of its own, as another process would): its next write of the session raises
+    `SessionBusyError`. The workspace and its lease, to release at the end."""
+    from ctxoffload import SqlWorkspace
+
+    mine, theirs = SqlWorkspace(url), SqlWorkspace(url)
+    lease = await mine.acquire_lease(session, agent="A", ttl=ttl)
+    time.sleep(ttl * 1.5)  # this loop blocked: the lease lapses unrenewed
+
+    def take_over() -> None:
+        import asyncio
+
+        asyncio.run(theirs.acquire_lease(session, agent="B", ttl=ttl))
+
+    other = threading.Thread(target=take_over)
+    other.start()
+    other.join()
+    return mine, lease
+
+
 def plausible_session(n: int, words: int = 12) -> list[Msg]:
     """A plausible session of n messages: requests, tool calls with results, replies."""
     msgs: list[Msg] = []

@@ -6,10 +6,7 @@ fails (a full disk) is logged with the place's own message and the run goes on a
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,6 @@ from ctxoffload import (
     Msg,
     OffloadError,
     SessionBusyError,
-    SqlWorkspace,
     ToolCallBlock,
     ToolResultBlock,
     get_token_counter,
@@ -31,7 +27,7 @@ from ctxoffload._emit import emit_events
 from ctxoffload._lease_lost import logged_unless_lease_lost, raised_unless_lease_lost
 from ctxoffload.compression import ClearToolUses, Compressor, ToolOutputOffload
 from ctxoffload.messages import TextBlock
-from helpers import EventsOneByOne, pipeline_run
+from helpers import EventsOneByOne, lease_taken_over, pipeline_run
 
 TTL = 0.4
 """The lease's time to live: renewed every third of it while its event loop runs."""
@@ -179,17 +175,7 @@ async def test_a_writer_whose_lease_was_taken_over_stops(
     place: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(lease_module, "DEFAULT_LEASE_TTL", TTL)
-    url = f"sqlite:///{tmp_path / 'ws.db'}"
-    mine, theirs = SqlWorkspace(url), SqlWorkspace(url)
-    lease = await mine.acquire_lease("s1", agent="A", ttl=TTL)
-    time.sleep(TTL * 1.5)  # this loop blocked: the lease lapses unrenewed
-
-    def take_over() -> None:
-        asyncio.run(theirs.acquire_lease("s1", agent="B", ttl=TTL))
-
-    other = threading.Thread(target=take_over)  # (as another process would)
-    other.start()
-    other.join()
+    mine, lease = await lease_taken_over(f"sqlite:///{tmp_path / 'ws.db'}", "s1", TTL)
     drive, message = PLACES[place]
     with (
         caplog.at_level(logging.WARNING, logger="ctxoffload"),
