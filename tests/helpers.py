@@ -246,6 +246,26 @@ class EventsOneByOne(OffloaderOnly):
         return await self.inner.read_events(session_id)
 
 
+class FullDisk:
+    """A store every write of which fails (a full disk): the three `Offloader` methods and
+    the event log, one event at a time."""
+
+    async def offload_context(self, session_id: str, msgs: Any) -> Any:
+        raise OSError("no space left on device")
+
+    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
+        raise OSError("no space left on device")
+
+    async def offload_data_block(self, block: Any) -> Any:
+        return block
+
+    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
+        raise OSError("no space left on device")
+
+    async def read_events(self, session_id: str) -> list[dict[str, Any]]:
+        return []
+
+
 async def lease_taken_over(url: str, session: str, ttl: float) -> tuple[Any, Any]:
     """A SQLite workspace on `url` whose lease of `session` (of time to live `ttl`) lapsed
     unrenewed while its event loop was blocked, and was taken over by another writer (in a
@@ -266,6 +286,35 @@ async def lease_taken_over(url: str, session: str, ttl: float) -> tuple[Any, Any
     other.start()
     other.join()
     return mine, lease
+
+
+async def stops_when_taken_over(
+    drive: Callable[[Any], Any],
+    message: str,
+    folder: Path,
+    monkeypatch: Any,
+    caplog: Any,
+) -> None:
+    """Check that `drive(workspace)`, whose workspace's lease of session "s1" was taken over
+    (`lease_taken_over`, a time to live of 0.4 s), raises `SessionBusyError` naming the new
+    holder, and never logs `message` (its place's word for a store's failure)."""
+    import logging
+
+    import pytest
+
+    import ctxoffload.workspace._lease as lease_module
+    from ctxoffload import SessionBusyError
+
+    ttl = 0.4
+    monkeypatch.setattr(lease_module, "DEFAULT_LEASE_TTL", ttl)
+    mine, lease = await lease_taken_over(f"sqlite:///{folder / 'ws.db'}", "s1", ttl)
+    with (
+        caplog.at_level(logging.WARNING, logger="ctxoffload"),
+        pytest.raises(SessionBusyError, match="agent 'B'"),
+    ):
+        await drive(mine)
+    assert message not in caplog.text  # not said as a store's failure
+    await lease.release()
 
 
 def plausible_session(n: int, words: int = 12) -> list[Msg]:

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-import ctxoffload.workspace._lease as lease_module
 from ctxoffload import (
     ContextConfig,
     Msg,
@@ -27,10 +26,7 @@ from ctxoffload._emit import emit_events
 from ctxoffload._lease_lost import logged_unless_lease_lost, raised_unless_lease_lost
 from ctxoffload.compression import ClearToolUses, Compressor, ToolOutputOffload
 from ctxoffload.messages import TextBlock
-from helpers import EventsOneByOne, lease_taken_over, pipeline_run
-
-TTL = 0.4
-"""The lease's time to live: renewed every third of it while its event loop runs."""
+from helpers import EventsOneByOne, FullDisk, pipeline_run, stops_when_taken_over
 
 LONG = "\n".join(f"line {i}: " + "payload " * 12 for i in range(400))
 
@@ -68,26 +64,6 @@ def test_a_store_failure_is_raised_as_the_place_says() -> None:
 
 
 # -- every place, driven through a real workspace --------------------------------------------
-
-
-class FullDisk:
-    """A store every write of which fails (a full disk): the three `Offloader` methods and
-    the event log, one event at a time."""
-
-    async def offload_context(self, session_id: str, msgs: Any) -> Any:
-        raise OSError("no space left on device")
-
-    async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
-        raise OSError("no space left on device")
-
-    async def offload_data_block(self, block: Any) -> Any:
-        return block
-
-    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
-        raise OSError("no space left on device")
-
-    async def read_events(self, session_id: str) -> list[dict[str, Any]]:
-        return []
 
 
 def compressor(offloader: Any) -> Compressor:
@@ -174,13 +150,5 @@ async def test_a_full_disk_is_logged_and_the_run_goes_on(
 async def test_a_writer_whose_lease_was_taken_over_stops(
     place: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(lease_module, "DEFAULT_LEASE_TTL", TTL)
-    mine, lease = await lease_taken_over(f"sqlite:///{tmp_path / 'ws.db'}", "s1", TTL)
     drive, message = PLACES[place]
-    with (
-        caplog.at_level(logging.WARNING, logger="ctxoffload"),
-        pytest.raises(SessionBusyError, match="agent 'B'"),
-    ):
-        await drive(mine)
-    assert message not in caplog.text  # not said as a store's failure
-    await lease.release()
+    await stops_when_taken_over(drive, message, tmp_path, monkeypatch, caplog)
