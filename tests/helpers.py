@@ -265,6 +265,12 @@ class FullDisk:
     async def read_events(self, session_id: str) -> list[dict[str, Any]]:
         return []
 
+    async def write_state(self, session_id: str, state: dict[str, Any]) -> str:
+        raise OSError("no space left on device")
+
+    async def read_state(self, session_id: str) -> dict[str, Any] | None:
+        return None
+
 
 async def lease_taken_over(url: str, session: str, ttl: float) -> tuple[Any, Any]:
     """A SQLite workspace on `url` whose lease of `session` (of time to live `ttl`) lapsed

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._disk.payloads import storable_message
+from .._lease_lost import logged_unless_lease_lost
 from .._message_log import MOVED_OUT, InlinePayloads
 from ..exceptions import InvalidReference
 from ..messages import Base64Source, DataBlock, Msg, ToolResultBlock, URLSource
@@ -46,19 +47,22 @@ class SavedState:
         self, session_id: str, messages: list[Msg], facts: Callable[[], dict[str, Any]]
     ) -> None:
         """Save `messages` as the state of `session_id`, with `facts` about the agent (its
-        name, model, steps, tokens). A failure is logged, never raised: the agent goes on
-        without a fresh state."""
+        name, model, steps, tokens). A store's failure is logged, never raised: the agent
+        goes on without a fresh state.
+
+        Raises:
+            SessionBusyError: the agent's lease lapsed and another writer took the session
+                over: nothing was written.
+        """
         store = self.offloader
         if not isinstance(store, StateStore):
             return
-        try:
+        with logged_unless_lease_lost("could not save the state of session %s", session_id):
             saved = await self._saved_messages(messages)
             state = {"session_id": session_id, **facts(), "messages": saved}
             # (What says that the references a resume inlines again are the marked ones.)
             state[_MARKED] = True
             await store.write_state(session_id, state)
-        except Exception as exc:
-            logger.warning("could not save the state of session %s: %s", session_id, exc)
 
     async def restore(self, session_id: str) -> list[Msg] | None:
         """The messages of the state saved for `session_id` but its system prompt (the

@@ -24,6 +24,7 @@ from ctxoffload import (
 )
 from ctxoffload._emit import emit_events
 from ctxoffload._lease_lost import logged_unless_lease_lost, raised_unless_lease_lost
+from ctxoffload.agent._state import SavedState
 from ctxoffload.compression import ClearToolUses, Compressor, ToolOutputOffload
 from ctxoffload.messages import TextBlock
 from helpers import EventsOneByOne, FullDisk, pipeline_run, stops_when_taken_over
@@ -124,6 +125,10 @@ async def clear_tool_uses(store: Any) -> None:
     assert result.messages == before and "offload failed" in result.reason
 
 
+async def agent_state(store: Any) -> None:
+    await SavedState(store).save("s1", [Msg(role="user", content="a question")], dict)
+
+
 PLACES: dict[str, tuple[Callable[[Any], Awaitable[None]], str]] = {
     "event batch": (batch_event, "could not record a note event: "),
     "event one by one": (one_event, "could not record a note event: "),
@@ -133,6 +138,7 @@ PLACES: dict[str, tuple[Callable[[Any], Awaitable[None]], str]] = {
     "context": (context, "could not offload 1 messages, not compressing: "),
     "ToolOutputOffload": (tool_output_offload, "(call c1) block by block, keeping it whole: "),
     "ClearToolUses": (clear_tool_uses, "could not store the tool outputs to clear, clearing"),
+    "agent state": (agent_state, "could not save the state of session s1: "),
 }
 
 
