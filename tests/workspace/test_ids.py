@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import InMemoryWorkspace, InvalidSessionId, LocalWorkspace, Msg, SqlWorkspace
-from ctxoffload._disk.ids import is_session_id, session_id_for, tool_file_stem, validate_session_id
+from ctxoffload._disk.ids import (
+    SESSION_ID_PATTERN,
+    is_session_id,
+    session_id_for,
+    tool_file_stem,
+    validate_session_id,
+)
 from ctxoffload.workspace import Workspace
 
 HOSTILE_SESSION_IDS: list[str] = [
@@ -182,6 +188,30 @@ def test_validate_session_id_rejects_hostile_id(session_id: Any) -> None:
 @pytest.mark.parametrize("session_id", [*PLAIN_SESSION_IDS, "x" * 128])
 def test_validate_session_id_accepts_plain_name(session_id: str) -> None:
     assert validate_session_id(session_id) == session_id
+
+
+# Names near the pattern's edges: each allowed character, look-alikes, lengths 128 and 129.
+_NAME_CHARACTERS = st.sampled_from(
+    [*"Az09_.-", "/", "\n", " ", "\u2215", "\uff0e", "\u0131", "\u212a", "\x00", "é"]
+)
+
+
+@settings(max_examples=500)
+@given(
+    st.one_of(
+        st.text(_NAME_CHARACTERS, max_size=130),
+        st.builds(lambda n, tail: "a" * n + tail, st.integers(120, 130), st.text(max_size=2)),
+        st.text(max_size=20),
+    )
+)
+def test_a_session_id_is_checked_as_its_pattern_reads_it(name: str) -> None:
+    """`is_session_id` reads the characters themselves (no `re` at start-up), as
+    `SESSION_ID_PATTERN` matched whole does (the pattern other readers build on)."""
+    plain = re.fullmatch(SESSION_ID_PATTERN, name) is not None
+    assert is_session_id(name) is plain
+    assert (tool_file_stem(name) == name) is (
+        re.fullmatch(r"[A-Za-z0-9_-]{1,100}", name) is not None
+    )
 
 
 def test_session_id_error_names_the_value_and_the_fix() -> None:

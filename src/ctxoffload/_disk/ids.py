@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
 from ..exceptions import InvalidSessionId
 
+# `re` is imported where a pattern is needed, not here: with `enum` it costs ~6 ms of every
+# `ctxoffload` command's start-up, and a plain `ctxoffload grep` checks session names only
+# (`is_session_id`, by the characters themselves).
+
 __all__ = [
-    "SESSION_ID",
+    "SESSION_ID_PATTERN",
     "child_prefix",
     "door_session",
     "is_session_id",
@@ -20,12 +22,19 @@ __all__ = [
 # ASCII only: a look-alike such as U+2215 (division slash) or U+FF0E (fullwidth full stop)
 # must not pass as a plain name. The first character may not be '.', which rules out '.',
 # '..' and hidden directories.
-SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
-"""A plain session id, the one pattern for it (matched whole); others build theirs from it."""
-_PLAIN_TOOL_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
-_UNSAFE_RUN = re.compile(r"[^A-Za-z0-9_-]+")
+SESSION_ID_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
+"""A plain session id, the one pattern for it (matched whole); others build theirs from it.
+`is_session_id` checks the same characters without compiling it."""
+_MAX_SESSION_ID = 128
+# The characters of a plain tool-call id, and of a session id, which may not begin with the
+# last two ('.' and '-'). ASCII only, as in the pattern: `str.strip` of these leaves
+# whatever else a name holds.
+_TOOL_ID_CHARACTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+_SESSION_ID_CHARACTERS = _TOOL_ID_CHARACTERS + "."
+_MAX_PLAIN_TOOL_ID = 100
+_UNSAFE_RUN = r"[^A-Za-z0-9_-]+"
 # What `session_id_for` ends a name it made with: '.' and 16 hex digits of a sha256.
-_MAPPED_TAIL = re.compile(r"\.[0-9a-f]{16}\Z")
+_MAPPED_TAIL = r"\.[0-9a-f]{16}\Z"
 
 
 def _show(value: str, limit: int = 40) -> str:
@@ -36,8 +45,13 @@ def _show(value: str, limit: int = 40) -> str:
 
 def is_session_id(name: str) -> bool:
     """Whether `name` is a plain name `validate_session_id` accepts: a folder of sessions/
-    named otherwise (planted: a newline, a look-alike slash) is no session of this workspace."""
-    return SESSION_ID.fullmatch(name) is not None
+    named otherwise (planted: a newline, a look-alike slash) is no session of this workspace.
+    (`SESSION_ID_PATTERN` matched whole, read character by character.)"""
+    return (
+        0 < len(name) <= _MAX_SESSION_ID
+        and name[0] not in ".-"
+        and not name.strip(_SESSION_ID_CHARACTERS)
+    )
 
 
 def validate_session_id(session_id: object) -> str:
@@ -52,7 +66,7 @@ def validate_session_id(session_id: object) -> str:
         raise InvalidSessionId(
             f"session_id must be a str, got {type(session_id).__name__} {session_id!r}"
         )
-    if SESSION_ID.fullmatch(session_id) is None:
+    if not is_session_id(session_id):
         raise InvalidSessionId(
             f"session_id {_show(session_id)} is not a plain name: use 1-128 ASCII letters, "
             "digits, '.', '_' or '-', not starting with '.'"
@@ -73,12 +87,14 @@ def session_id_for(thread: object) -> str:
     session.
     """
     text = thread if isinstance(thread, str) else str(thread)
-    if is_session_id(text) and _MAPPED_TAIL.search(text) is None:
+    import re
+
+    if is_session_id(text) and re.search(_MAPPED_TAIL, text) is None:
         return text
     import hashlib  # not at import: see tool_file_stem
 
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    safe = _UNSAFE_RUN.sub("_", text)[:80].lstrip("-._") or "thread"
+    safe = re.sub(_UNSAFE_RUN, "_", text)[:80].lstrip("-._") or "thread"
     return f"{safe}.{digest}"
 
 
@@ -111,12 +127,13 @@ def tool_file_stem(tool_id: object) -> str:
     plain ids never contain '.', so a rewritten id can never equal a kept one.
     """
     text = tool_id if isinstance(tool_id, str) else repr(tool_id)
-    if _PLAIN_TOOL_ID.fullmatch(text):
+    if 0 < len(text) <= _MAX_PLAIN_TOOL_ID and not text.strip(_TOOL_ID_CHARACTERS):
         return text
     import hashlib  # not at import: it costs ~6 ms of every `ctxoffload` command's start
+    import re
 
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    cleaned = _UNSAFE_RUN.sub("_", text)[:48].strip("_") or "id"
+    cleaned = re.sub(_UNSAFE_RUN, "_", text)[:48].strip("_") or "id"
     return f"{cleaned}.{digest}"
 
 
@@ -125,6 +142,8 @@ def child_prefix(parent: str, name: str) -> str:
     `-{6 hex}`): the name with anything but ASCII letters, digits, `_` and `-` replaced by `_`
     and cut to 40 characters, the parent's id cut so that the whole id fits the 128
     characters a session id may have."""
+    import re
+
     plain = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:40] or "agent"
     tail = f"--{plain}"
     return parent[: 128 - len(tail) - len("-123456")] + tail

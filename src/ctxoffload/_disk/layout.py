@@ -2,7 +2,8 @@
 
 This is the contract with agents and with people reading a workspace (DESIGN.md section 3).
 Every backend, reader and command takes its names from here. Light on purpose: the CLI
-imports it at start-up (`re` is loaded by argparse anyway).
+imports it at start-up, so its patterns are compiled on first use (`re`, with `enum`, would
+cost ~6 ms of every command's start-up, and a plain `ctxoffload grep` needs neither).
 
 ```
 {workdir}/
@@ -30,8 +31,11 @@ and its answer, which a search would otherwise find again.
 from __future__ import annotations
 
 import os
-import re
 import time
+
+TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
+if TYPE_CHECKING:
+    import re
 
 __all__ = [
     "COMMIT_SUFFIX",
@@ -125,14 +129,35 @@ TOOL_RESULT_PREFIX = "tool_result-"
 TOOL_RESULT_SUFFIX = ".txt"
 """The end of a tool result file's name."""
 
-DATA_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{1,8}")
-"""A data/ file's name: the sha256 of the decoded bytes, then the extension of its media
-type."""
-DATA_REFERENCE = re.compile(rf"\b{DATA_DIR}/({DATA_NAME.pattern})(?![A-Za-z0-9])")
-"""Where a data/ file is named in text (a reference, a `<data url=.../>` line, a row); group
-1 is the file name."""
-DATA_REFERENCE_BYTES = re.compile(DATA_REFERENCE.pattern.encode())
-"""`DATA_REFERENCE`, for bytes."""
+if TYPE_CHECKING:
+    DATA_NAME: re.Pattern[str]
+    """A data/ file's name: the sha256 of the decoded bytes, then the extension of its media
+    type."""
+    DATA_REFERENCE: re.Pattern[str]
+    """Where a data/ file is named in text (a reference, a `<data url=.../>` line, a row);
+    group 1 is the file name."""
+    DATA_REFERENCE_BYTES: re.Pattern[bytes]
+    """`DATA_REFERENCE`, for bytes."""
+
+_DATA_NAME = r"[0-9a-f]{64}\.[A-Za-z0-9]{1,8}"
+_DATA_REFERENCE = rf"\b{DATA_DIR}/({_DATA_NAME})(?![A-Za-z0-9])"
+# What `DATA_NAME`, `DATA_REFERENCE` and `DATA_REFERENCE_BYTES` compile, on first use.
+_PATTERNS: dict[str, str | bytes] = {
+    "DATA_NAME": _DATA_NAME,
+    "DATA_REFERENCE": _DATA_REFERENCE,
+    "DATA_REFERENCE_BYTES": _DATA_REFERENCE.encode(),
+}
+
+
+def __getattr__(name: str) -> object:
+    # The data/ name patterns, compiled once, when first read (see the module's docstring).
+    source = _PATTERNS.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import re
+
+    compiled = globals()[name] = re.compile(source)
+    return compiled
 
 
 MARK = "ctxoffload"
@@ -223,7 +248,9 @@ def is_record(parts: tuple[str, ...] | list[str]) -> bool:
 
 def is_data_name(name: str) -> bool:
     """Whether a file name is a data/ file's (`{sha256}.{ext}`)."""
-    return DATA_NAME.fullmatch(name) is not None
+    import re
+
+    return re.fullmatch(_DATA_NAME, name) is not None
 
 
 def now_iso() -> str:

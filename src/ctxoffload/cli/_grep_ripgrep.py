@@ -35,8 +35,13 @@ from ._output import inert_bytes, printable_ascii, printable_ascii_by_libc
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal
     from io import FileIO
     from typing import BinaryIO
+else:
+    # `signal` brings `enum` (~3 ms of a search of a few matches), for two numbers that
+    # `_signal`, which the interpreter has imported, holds too (as `_signals.py` does).
+    import _signal as signal
 
 __all__ = ["RG_READ", "Ripgrep", "ripgrep_can", "ripgrep_for", "ripgrep_path", "ripgrep_pattern"]
 
@@ -117,11 +122,23 @@ def ripgrep_path() -> str | None:
     # PATH is looked through here, not by `shutil.which`: importing shutil (bz2, lzma, zlib)
     # would cost a search of a few matches a tenth of GNU grep's time.
     beside = os.path.join(os.path.dirname(sys.executable), "rg")
-    on_path = (os.path.join(folder or ".", "rg") for folder in os.get_exec_path())
-    for candidate in (chosen, beside, *on_path):
-        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+    if chosen and _is_program(chosen):
+        return chosen
+    if _is_program(beside):
+        return beside
+    # PATH as `os.get_exec_path` reads it, read only now and without the `warnings` that
+    # function imports (~1 ms of every search).
+    path = os.environ.get("PATH")
+    for folder in (os.defpath if path is None else path).split(os.pathsep):
+        candidate = os.path.join(folder or ".", "rg")
+        if _is_program(candidate):
             return candidate
     return None
+
+
+def _is_program(path: str) -> bool:
+    """Whether `path` is a file this user may run."""
+    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def ripgrep_for(query: GrepQuery, matcher: Matcher, printer: Printer) -> Ripgrep | None:
@@ -318,7 +335,6 @@ class _Process:
             OSError: it could not be started (a missing binary, no descriptors left).
         """
         import fcntl
-        import signal
 
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()

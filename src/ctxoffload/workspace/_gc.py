@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .._disk.commit import iter_chunks
-from .._disk.ids import SESSION_ID
+from .._disk.ids import SESSION_ID_PATTERN
 from .._disk.layout import DATA_NAME, SESSIONS_DIR
 from .._disk.read import Folder
 from ..exceptions import ConfigError, OffloadError
@@ -61,7 +61,7 @@ _DATA_NAME_IN_TEXT = re.compile(DATA_NAME.pattern.encode())
 # quotes JSON-escaped or not. Each pattern begins with a literal, which the regex engine
 # scans for fast (one pattern of both, with a look-behind, made gc 5 times slower); what
 # that lets through (`subsessions/x/`) only keeps a session longer.
-_SESSION_ID = SESSION_ID.pattern.encode()
+_SESSION_ID = SESSION_ID_PATTERN.encode()
 _SESSION_PATH = re.compile(SESSIONS_DIR.encode() + rb"(?:/|\\)+(" + _SESSION_ID + rb")(?:/|\\)")
 _SESSION_LINK = re.compile(rb'session\\*"\s*:\s*\\*"(' + _SESSION_ID + rb')\\*"')
 # A name cut by a chunk boundary is found again in the next chunk's window: the longest

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..._disk.events import EventKind
-from ..._disk.ids import SESSION_ID
+from ..._disk.ids import SESSION_ID_PATTERN
 from ..._disk.layout import DATA_DIR, DATA_NAME, SESSIONS_DIR
 from ..._disk.read import sessions_folder
 from ..._search.matcher import compile_matcher
@@ -72,7 +72,7 @@ class UiModel:
         prefixes = {re.escape(self.workdir + "/"), re.escape(self.shown_as.rstrip("/") + "/")}
         self._reference = re.compile(
             "(?:" + "|".join(sorted(prefixes, key=len, reverse=True)) + r")?"
-            rf"((?:{SESSIONS_DIR}/{SESSION_ID.pattern}/[A-Za-z0-9._-]{{1,255}}[A-Za-z0-9])"
+            rf"((?:{SESSIONS_DIR}/{SESSION_ID_PATTERN}/[A-Za-z0-9._-]{{1,255}}[A-Za-z0-9])"
             rf"|(?:{DATA_DIR}/{DATA_NAME.pattern}))(?![A-Za-z0-9])"
         )
 
