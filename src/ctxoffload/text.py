@@ -31,15 +31,19 @@ from __future__ import annotations
 import abc
 import contextlib
 import functools
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from html import escape
-from typing import TYPE_CHECKING, Any
 
 from ._depth import json_text, load_json
 
+# `typing`, `re` (with `enum`) and `html` are not imported here: `ctxoffload grep` decodes a
+# context.jsonl through this module and needs none of them, and they cost ~12 ms of its
+# start-up. The wrappers' patterns are compiled when `defuse` first runs.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
+    from typing import Any
+
     from .messages import Msg
 
 __all__ = [
@@ -122,14 +126,16 @@ WRAPPER_MARKS = (
 marker, a cleared output's placeholder, an offloaded result's preview, what a sub-agent
 hands back."""
 
-_TAG = re.compile(r"</?([A-Za-z][\w-]*)>")
+_TAG = r"</?([A-Za-z][\w-]*)>"
 # A mark's words and signs (`[`, `cleared`, `:`): blanks may stand between any two.
-_MARK_PIECE = re.compile(r"\w+|[^\w\s]")
+_MARK_PIECE = r"\w+|[^\w\s]"
 
 
 def _mark_pattern(mark: str) -> str:
     """`mark` in any spacing: `[ cleared:`, `<<< TRUNCATED >>>`, `--- end of preview---`."""
-    return r"\s*".join(re.escape(piece) for piece in _MARK_PIECE.findall(mark))
+    import re
+
+    return r"\s*".join(re.escape(piece) for piece in re.findall(_MARK_PIECE, mark))
 
 
 @functools.lru_cache(maxsize=64)
@@ -137,10 +143,12 @@ def _defuse_pattern(delimiters: tuple[str, ...]) -> re.Pattern[str]:
     """One pattern for every wrapper of ctxoffload and each of `delimiters`: a tag in any
     case and spacing (`</ Artifact_Index >`, `<user name="x">`), another mark in any case
     and spacing (`[ Cleared:`, `<<< truncated >>>`)."""
+    import re
+
     tags = set(WRAPPER_TAGS)
     marks = set(WRAPPER_MARKS)
     for delimiter in delimiters:
-        found = _TAG.fullmatch(delimiter.strip())
+        found = re.fullmatch(_TAG, delimiter.strip())
         if found is not None:
             tags.add(found.group(1))
         elif delimiter:
@@ -197,6 +205,8 @@ def data_line(url: str, name: str | None, media_type: str | None) -> str:
     Attribute values are HTML-escaped (a quote in a file name cannot end the attribute); an
     attribute without a value is left out.
     """
+    from html import escape
+
     attrs = [f"url='{escape(url, quote=True)}'"]
     if name:
         attrs.append(f"name='{escape(name, quote=True)}'")

@@ -247,3 +247,24 @@ def test_a_search_by_ripgrep_loads_neither_re_nor_signal(tmp_path: Path) -> None
     ]
     loaded = loaded_by(runs, RIPGREP_SEARCH)
     assert loaded == [], f"`ctxoffload grep` imported {loaded}"
+
+
+def test_a_context_log_is_searched_without_typing_or_html(tmp_path: Path) -> None:
+    """`ctxoffload.text`, which decodes each context.jsonl line for grep, imports neither
+    `typing` (annotations only) nor `html` (for a `<data/>` line, which grep never writes)."""
+    workdir = tmp_path / "ws"
+    call = ToolCallBlock(id="c1", name="python", input={"code": 'print("FAILURE: disk")'})
+    asyncio.run(
+        LocalWorkspace(workdir, fsync=False).offload_context(
+            "s1", msgs=[Msg(role="user", content="run it"), Msg(role="assistant", content=[call])]
+        )
+    )
+    ws = str(workdir)
+    runs = [
+        (["grep", 'print\\("FAILURE', "--workdir", ws], 0),
+        (["grep", "-F", "-C", "2", 'print("FAILURE', "s1", "--workdir", ws], 0),
+        (["grep", "-i", "RUN IT", "--workdir", ws], 0),
+        (["grep", "nothing-matches", "--workdir", ws], 1),
+    ]
+    loaded = loaded_by(runs, ["typing", "html"])
+    assert loaded == [], f"`ctxoffload grep` imported {loaded}"
