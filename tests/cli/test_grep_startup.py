@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -268,3 +269,76 @@ def test_a_context_log_is_searched_without_typing_or_html(tmp_path: Path) -> Non
     ]
     loaded = loaded_by(runs, ["typing", "html"])
     assert loaded == [], f"`ctxoffload grep` imported {loaded}"
+
+
+# Put on the path of a `ctxoffload` process: an object freed when the interpreter's
+# finalization clears the modules, which then writes FINALIZED (by what it holds: the
+# module's names are cleared by then), and, with AT_EXIT set, an atexit function that writes
+# AT_EXIT (a sitecustomize's, as coverage's or a user's own).
+SITECUSTOMIZE = """
+import atexit, os
+
+class _Witness:
+    def __del__(
+        self,
+        path=os.environ["FINALIZED"],
+        flags=os.O_WRONLY | os.O_CREAT,
+        open_file=os.open,
+        write=os.write,
+        close=os.close,
+    ):
+        fd = open_file(path, flags)
+        write(fd, b"finalized")
+        close(fd)
+
+_witness = _Witness()
+if os.environ.get("AT_EXIT"):
+    def _at_exit():
+        with open(os.environ["AT_EXIT"], "w") as f:
+            f.write("ran")
+    atexit.register(_at_exit)
+"""
+
+
+def test_grep_run_as_the_program_ends_once_its_output_is_out(tmp_path: Path) -> None:
+    """`ctxoffload grep` run as the program (`python -m ctxoffload`, as the script runs
+    `main()`) ends its process as soon as its output is out, without the interpreter's
+    finalization (~5 ms); every line is out and the exit status is grep's (0, 1, 2). An
+    atexit function registered in that process still runs: then the interpreter ends it as
+    usual."""
+    lines = 200_000
+    output = "".join(f"INFO export row {i}\n" for i in range(lines))
+    asyncio.run(
+        LocalWorkspace(tmp_path / "ws", fsync=False).offload_tool_result(
+            "s1", ToolResultBlock(id="call_1", name="logs", output=output + "ERROR disk full\n")
+        )
+    )
+    ws = str(tmp_path / "ws")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    finalized = tmp_path / "finalized"
+    paths = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "FINALIZED": str(finalized)}
+    env.pop("AT_EXIT", None)
+
+    def grep(*argv: str, **extra: str) -> subprocess.CompletedProcess[bytes]:
+        command = [sys.executable, "-m", "ctxoffload", "grep", *argv, "--workdir", ws]
+        return subprocess.run(command, capture_output=True, env={**env, **extra})
+
+    shown = f"{ws}/sessions/s1/tool_result-call_1.txt"
+    many = grep("-F", "INFO export")
+    assert (many.returncode, many.stderr) == (0, b"")
+    assert many.stdout.count(b"\n") == lines
+    assert many.stdout.endswith(f"{shown}:{lines}:INFO export row {lines - 1}\n".encode())
+    assert not finalized.exists()
+    assert (grep("nothing-matches").returncode, finalized.exists()) == (1, False)
+    refused = grep("ERROR", "nope")
+    assert (refused.returncode, refused.stdout, finalized.exists()) == (2, b"", False)
+    assert refused.stderr.startswith(b"ctxoffload grep: no session 'nope'")
+
+    at_exit = tmp_path / "at_exit"
+    kept = grep("ERROR", AT_EXIT=str(at_exit))
+    assert (kept.returncode, kept.stdout) == (0, f"{shown}:{lines + 1}:ERROR disk full\n".encode())
+    assert at_exit.read_text() == "ran"
+    assert finalized.read_text() == "finalized"
