@@ -21,7 +21,6 @@ and said on stderr too, but it is no error: the exit status is as if it were not
 
 from __future__ import annotations
 
-import math
 import sys
 
 from .._search.matcher import Deadline, compile_matcher
@@ -117,8 +116,9 @@ def run(args: argparse.Namespace | Arguments) -> int:
             f"--max-columns {args.max_columns} is negative: give a number of bytes >= 0 "
             "(0: never cut)"
         )
-    # Not NaN nor infinite, and within what the interval timer takes (about 3 years).
-    if not (0 <= args.timeout <= _MAX_TIMEOUT and math.isfinite(args.timeout)):
+    # Within what the interval timer takes (about 3 years): not infinite, and not NaN, for
+    # which every comparison is false (no `math.isfinite`: `math` is ~0.4 ms of a search).
+    if not 0 <= args.timeout <= _MAX_TIMEOUT:
         raise CliError(
             f"--timeout {args.timeout:g}: give a number of seconds from 0 to {_MAX_TIMEOUT:,} "
             "(0: no deadline)"
