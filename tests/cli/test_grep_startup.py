@@ -226,8 +226,8 @@ def test_a_plain_grep_line_is_read_without_argparse(tmp_path: Path) -> None:
 # What a search RE2 and ripgrep answer needs no more than GNU grep would either: no `re`
 # (with `enum`, ~6 ms: patterns are escaped and checked without it), no `signal` (which
 # brings `enum` for two numbers `_signal` has), no `importlib` and `warnings` (a command's
-# module is imported by `__import__`, PATH read without `os.get_exec_path`).
-RIPGREP_SEARCH = ["re", "enum", "signal", "importlib", "warnings"]
+# module is imported by `__import__`, PATH read without `os.get_exec_path`), no `math`.
+RIPGREP_SEARCH = ["re", "enum", "signal", "importlib", "warnings", "math"]
 
 
 def test_a_search_by_ripgrep_loads_neither_re_nor_signal(tmp_path: Path) -> None:
