@@ -168,10 +168,6 @@ class StrandsManagerDriver(DoorDriver):
         "and Glob are Strands tools through strands.tool(reading_functions(...)), held to "
         "this promise by the strands-storage door",
     }
-    gaps = {  # noqa: RUF012 - ClassVar in the base
-        "call arguments": "the manager's compaction keeps the newest turn's call whole: a "
-        "1.9 MB argument is sent at 599,000 tokens against a 200,000-token window",
-    }
 
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.strands import OffloadingConversationManager

@@ -700,3 +700,57 @@ def test_an_overflow_from_a_call_that_wrote_a_whole_file_cuts_its_arguments(
     assert "<<<TRUNCATED>>>" in content and FILE_BODY.startswith(content[:200])
     named = [p for p in (tmp_path / "ws/sessions/s").glob("tool_result-w1_*") if str(p) in content]
     assert [p.read_text(encoding="utf-8") for p in named] == [FILE_BODY]
+
+
+class WriteOnceModel(FileWritingModel):
+    """`FileWritingModel` for the first question; any later one is answered in words."""
+
+    async def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        if len(self.sent) < 2:
+            async for event in super().stream(messages, tool_specs, system_prompt, **kwargs):
+                yield event
+            return
+        self.sent.append(len(json.dumps(messages, default=repr)))
+        for event in [
+            {"messageStart": {"role": "assistant"}},
+            {"contentBlockDelta": {"delta": {"text": "Nothing more."}}},
+            {"contentBlockStop": {}},
+            {"messageStop": {"stopReason": "end_turn"}},
+        ]:
+            yield event
+
+
+@pytest.mark.parametrize("per_turn", [True, False])
+@pytest.mark.parametrize("strategy", ["sliding_window", "summarization"])
+def test_a_call_that_wrote_a_whole_file_is_cut_before_a_request_goes_over_the_window(
+    tmp_path: Path, strategy: str, per_turn: bool
+) -> None:
+    """A model that never refuses (its window is only what the manager is told): the call
+    that held a whole file (~20,000 tokens against an 8,000-token window) was kept whole by
+    the window's count (and by the summary's recent messages) and sent on with every later
+    request, over the window. The manager now cuts its arguments when what it keeps is over
+    the window (per turn: before the request after the call; else after the invocation,
+    before the next question's): stored whole in a file first, the call keeps its id, its
+    path, a head and a notice naming that file."""
+    ws = LocalWorkspace(tmp_path / "ws", fsync=False)
+    manager = OffloadingConversationManager(
+        ws, session_id="s", strategy=strategy, per_turn=per_turn, context_window=8_000
+    )
+    model = WriteOnceModel(limit=10**9)
+    agent = Agent(
+        model=model, tools=[write_file], conversation_manager=manager, callback_handler=None
+    )
+    assert str(agent("write the report module")).strip() == "Written."
+    assert str(agent("anything else?")).strip() == "Nothing more."
+
+    assert len(model.sent) == 3 and model.sent[2] < len(FILE_BODY) // 2
+    if per_turn:
+        assert model.sent[1] < len(FILE_BODY) // 2
+    (use,) = [b["toolUse"] for m in agent.messages for b in m["content"] if "toolUse" in b]
+    assert use["toolUseId"] == "w1" and use["input"]["path"] == "app/report.py"
+    content = use["input"]["content"]
+    assert "<<<TRUNCATED>>>" in content and FILE_BODY.startswith(content[:200])
+    named = [p for p in (tmp_path / "ws/sessions/s").glob("tool_result-w1_*") if str(p) in content]
+    assert [p.read_text(encoding="utf-8") for p in named] == [FILE_BODY]

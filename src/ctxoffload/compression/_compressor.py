@@ -303,6 +303,26 @@ class Compressor:
         settings = self._services.settings.over(config)
         return await self._truncator.fit_fresh(list(messages), tokens, settings, calls_over=tokens)
 
+    async def cut_calls_to_fit(
+        self, messages: Sequence[Msg], tokens: int, *, config: ContextConfig | None = None
+    ) -> list[Msg]:
+        """`messages` with the long arguments of their calls that have their results there
+        (a call that wrote a whole file) cut so that together they fit `tokens`, as
+        `cut_to_fit` cuts them once the results are cut: each stored whole first, its head
+        and a notice naming the file kept. Results and texts stay as they are; so do a
+        pinned message and a call still to run. A message that changes nothing is returned
+        itself.
+
+        Args:
+            messages: the messages to fit, oldest first.
+            tokens: what they may cost together.
+            config: a one-off configuration for this call.
+        """
+        settings = self._services.settings.over(config)
+        given = list(messages)
+        answered = {b.id for m in given for b in m.tool_results}
+        return await self._truncator.cut_calls(given, tokens, settings, answered)
+
     # -- compression (pre-model) ------------------------------------------------------------
 
     async def maybe_compress(

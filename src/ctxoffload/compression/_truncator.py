@@ -257,7 +257,7 @@ class Truncator:
         `FRESH_PREVIEW_FLOOR` tokens; results are offloaded whole first (those truncated
         already are cut again from the file they went to). With `calls_over`, what is still
         over that many tokens then has the long strings among its answered tool calls'
-        arguments cut too (`_cut_calls`): the calls the model wrote are cut only when the
+        arguments cut too (`cut_calls`): the calls the model wrote are cut only when the
         turn could not be sent otherwise.
         """
         count = self.services.tracker.count_message
@@ -269,7 +269,7 @@ class Truncator:
         if calls_over is not None and sum(count(m) for m in cut) > calls_over:
             # (A call's result follows it: a fresh call's result, if any, is fresh too.)
             answered = {b.id for m in cut for b in m.tool_results}
-            cut = await self._cut_calls(cut, calls_over, settings, answered)
+            cut = await self.cut_calls(cut, calls_over, settings, answered)
         return cut
 
     async def _cut_fresh(self, msg: Msg, limit: int, settings: RunSettings) -> Msg:
@@ -281,7 +281,7 @@ class Truncator:
             return msg
         return await _with_results(msg, lambda b: self._cut_fresh_result(b, limit, settings))
 
-    async def _cut_calls(
+    async def cut_calls(
         self, messages: list[Msg], tokens: int, settings: RunSettings, answered: Collection[str]
     ) -> list[Msg]:
         """`messages` with the arguments of their answered tool calls cut so that together
@@ -309,7 +309,7 @@ class Truncator:
         answered: Collection[str],
         pieces: Callable[[dict[str, Any]], Iterator[tuple[tuple[str | int, ...], str]]],
     ) -> list[Msg]:
-        """`_cut_calls` for the pieces (place, text) that `pieces` finds in a call's
+        """`cut_calls` for the pieces (place, text) that `pieces` finds in a call's
         arguments."""
         services = self.services
         count = services.counter.count_text

@@ -1,5 +1,5 @@
 """The arguments a projection cut among a message's tool calls (a call that wrote a whole file:
-`Truncator._cut_calls` stores each long string whole and keeps its head and a notice), by call
+`Truncator.cut_calls` stores each long string whole and keeps its head and a notice), by call
 id, and OpenAI's wire copy of a call carrying them.
 
 A door that sends the host's own message wherever it thinks only the text changed takes from

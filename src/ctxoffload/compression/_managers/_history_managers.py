@@ -70,6 +70,49 @@ def _window_note(
     return Msg(role="user", content=text, metadata={NOTE_MARK: mark})
 
 
+async def _cut_to_window(
+    messages: list[Msg], window: int, run: PipelineRun, manager: str
+) -> list[Msg]:
+    """`messages` with the conversation's tool results and long texts cut so the whole
+    fits `window`, then the long arguments of its answered calls (stored whole first:
+    `Compressor.cut_to_fit`); the pins stay whole."""
+    compressor = run.compressor
+    if compressor.count(messages, run.tools) <= window:
+        return messages
+    system, summary, note, convo = _split_context(messages)
+    head = [m for m in (system, summary, note) if m is not None]
+    room = max(0, window - compressor.count(head, run.tools))
+    cut = await compressor.cut_to_fit(convo, room, config=run.config())
+    changed = {id(old): new for old, new in zip(convo, cut, strict=True) if new is not old}
+    if not changed:
+        return messages
+    run.report(f"{manager}: cut {len(changed)} messages to fit the window")
+    return [changed.get(id(m), m) for m in messages]
+
+
+async def _cut_over_window(messages: list[Msg], run: PipelineRun, manager: str) -> list[Msg]:
+    """`messages` as a manager that keeps messages by their count left them: when they are
+    still over the model's window, the long arguments of the calls among them (a call the
+    model wrote with a whole file in it, kept by the count) cut to the room the newest turn
+    keeps before its calls are cut (`ContextConfig.calls_room`), as a compaction cuts the
+    newest turn's: each stored whole first, its head and a notice naming the file kept.
+    Under the window, or with no window known, they stay as they are; so do results and
+    texts (a result is the post_tool managers' to cut)."""
+    window = run.window
+    compressor = run.compressor
+    if window is None or compressor.count(messages, run.tools) <= window:
+        return messages
+    system, summary, note, convo = _split_context(messages)
+    head = [m for m in (system, summary, note) if m is not None]
+    room = max(0, run.config().calls_room(window) - compressor.count(head, run.tools))
+    cut = await compressor.cut_calls_to_fit(convo, room, config=run.config())
+    changed = {id(old): new for old, new in zip(convo, cut, strict=True) if new is not old}
+    if not changed:
+        return messages
+    run.report(f"{manager}: cut the arguments of {len(changed)} messages to fit the window")
+    return [changed.get(id(m), m) for m in messages]
+
+
 class SlidingWindow:
     """Keep the last `max_messages` messages of the conversation.
 
@@ -154,29 +197,14 @@ class SlidingWindow:
         """The context with the oldest messages beyond `max_messages` moved out; in a run
         that assumes a window (a reactive run), more of the oldest until the rest fits it,
         then, if it still does not, the tool results and long texts left cut to fit (each
-        stored whole first)."""
+        stored whole first); in any other run, a context still over the model's window cut
+        as `_cut_over_window` says."""
         if not self._due(run):
             return messages
         moved = await self._move_out(messages, run)
         if run.assumed_window is None:
-            return moved
-        return await self._cut_to_window(moved, run.assumed_window, run)
-
-    async def _cut_to_window(self, messages: list[Msg], window: int, run: PipelineRun) -> list[Msg]:
-        """`messages` with the conversation's tool results and long texts cut so the whole
-        fits `window` (stored whole first: `Compressor.cut_to_fit`); the pins stay whole."""
-        compressor = run.compressor
-        if compressor.count(messages, run.tools) <= window:
-            return messages
-        system, summary, note, convo = _split_context(messages)
-        head = [m for m in (system, summary, note) if m is not None]
-        room = max(0, window - compressor.count(head, run.tools))
-        cut = await compressor.cut_to_fit(convo, room, config=run.config())
-        changed = {id(old): new for old, new in zip(convo, cut, strict=True) if new is not old}
-        if not changed:
-            return messages
-        run.report(f"SlidingWindow: cut {len(changed)} messages to fit the window")
-        return [changed.get(id(m), m) for m in messages]
+            return await _cut_over_window(moved, run, "SlidingWindow")
+        return await _cut_to_window(moved, run.assumed_window, run, "SlidingWindow")
 
     async def _move_out(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
         system, summary, note, convo = _split_context(messages)
@@ -317,7 +345,8 @@ class Summarization:
         return SplitByCount(self.summary_ratio, self.preserve_recent_messages)
 
     async def pre_llm(self, messages: list[Msg], run: PipelineRun) -> list[Msg]:
-        """The context with its oldest part replaced by a summary."""
+        """The context with its oldest part replaced by a summary; what it keeps still over
+        the model's window, cut as `_cut_over_window` says."""
         result = await run.compressor.maybe_compress(
             messages,
             tools=run.tools,
@@ -328,7 +357,9 @@ class Summarization:
             remember=False,
         )
         run.report(result.reason, result)
-        return result.messages
+        if run.assumed_window is not None:
+            return result.messages
+        return await _cut_over_window(result.messages, run, "Summarization")
 
 
 class Null:
