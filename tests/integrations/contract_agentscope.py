@@ -57,10 +57,6 @@ class AgentScopeDriver(DoorDriver):
         "own count_tokens (UTF-8 bytes over 4 for OpenAI's); the middleware stores whole what "
         "it is about to split",
     }
-    gaps = {  # noqa: RUF012 - ClassVar in the base
-        "call arguments": "the middleware cuts results, not the calls the model wrote: "
-        "AgentScope's own compression then fails on a request over its context size",
-    }
 
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.agentscope import AgentScopeOffloader

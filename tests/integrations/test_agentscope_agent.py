@@ -759,3 +759,58 @@ async def test_the_sessions_a_door_announced_are_bounded(
         await agent.reply(user("hi"))
     kinds = [e["kind"] for e in await ws.read_events("s1")]
     assert kinds.count("door") == 2
+
+
+MODULE_BODY = "".join(
+    f"line {i}: total = compute(batch_{i}, rate={i * 7 % 13})\n" for i in range(1500)
+)
+"""A module of 1,500 lines a model writes whole in one call (~20,000 tokens)."""
+
+
+async def test_a_call_that_wrote_a_whole_file_is_cut_once_it_ran(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """The model writes a whole module in one call (~20,000 tokens against an 8,000-token
+    context size): the middleware cut tool results only, so AgentScope sent the call whole
+    in the next request (its own compression's), over the window. The tool gets it whole;
+    once it ran, the call's long argument is stored whole in a file of the session and the
+    call keeps its id, its path, a head and a notice naming the file, in every later
+    request."""
+    written: list[str] = []
+
+    def write_file(path: str, content: str) -> str:
+        """Write a file.
+
+        Args:
+            path: where.
+            content: the whole text.
+        """
+        written.append(content)
+        return f"wrote {len(content)} characters to {path}"
+
+    ws = LocalWorkspace(tmp_path / "ws")
+    server.add(
+        tool_call("w1", "write_file", path="app/report.py", content=MODULE_BODY),
+        chat_completion("written"),
+        chat_completion("nothing more"),
+    )
+    agent = make_agent(server, AgentScopeOffloader(ws), tools=(write_file,), context_size=8_000)
+    assert (await agent.reply(user("write the report module"))).get_text_content() == "written"
+    assert (await agent.reply(user("anything else?"))).get_text_content() == "nothing more"
+
+    assert written == [MODULE_BODY]
+    # No later request sends it whole: not the model's, not AgentScope's compression's.
+    assert all("line 1499:" not in request_text(r) for r in server.requests[1:])
+    later = [r for r in server.requests[1:] if "generate_structured_output" not in json.dumps(r)]
+    assert len(later) == 2
+    for request in later:
+        (call,) = [
+            c for m in request["messages"] for c in m.get("tool_calls") or () if c["id"] == "w1"
+        ]
+        arguments = json.loads(call["function"]["arguments"])
+        assert arguments["path"] == "app/report.py"
+        content = arguments["content"]
+        assert "<<<TRUNCATED>>>" in content and MODULE_BODY.startswith(content[:200])
+    session = next((tmp_path / "ws/sessions").iterdir())
+    named = [p for p in session.glob("tool_result-w1_*") if str(p.name) in content]
+    assert [p.read_text(encoding="utf-8") for p in named] == [MODULE_BODY]

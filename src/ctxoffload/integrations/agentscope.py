@@ -59,6 +59,7 @@ import collections
 import contextlib
 import contextvars
 import importlib
+import json
 import logging
 import uuid
 import weakref
@@ -318,6 +319,53 @@ class AgentScopeOffloader:
             self._readers = Compressor()
         return bool(self._readers.reads_back(tool_name))
 
+    async def _cut_call(self, agent: Any, session_id: str, tool_id: str) -> None:
+        """Cut the call `tool_id` the model wrote, as every door cuts the newest turn
+        (`Compressor.cut_to_fit`), once the tool has run: when its arguments are over the
+        room the newest turn keeps (`ContextConfig.calls_room` of the model's `context_size`,
+        with the agent's own trigger and reserve ratios), their long strings are stored
+        whole, each in a file of the session, and the call in the agent's context keeps a
+        head and a notice naming that file (its id, name and other arguments as they were).
+        AgentScope sends that call with every later request and compresses only older
+        messages: a call that wrote a whole file made each later request over the window,
+        and its own compression then failed. An argument that cannot be stored stays whole.
+        """
+        from ..compression import Compressor, ContextConfig
+        from ..messages import Msg, ToolCallBlock, ToolResultBlock
+
+        found = _call_block(agent.state.context, tool_id)
+        window = getattr(agent.model, "context_size", None)
+        if found is None or not isinstance(found.input, str) or not isinstance(window, int):
+            return
+        given = agent.context_config
+        try:
+            config = ContextConfig(
+                context_window=window,
+                trigger_ratio=given.trigger_ratio,
+                reserve_ratio=given.reserve_ratio,
+            )
+        except (ConfigError, AttributeError, ValueError, TypeError):
+            config = ContextConfig(context_window=window)
+        room = config.calls_room(window)
+        compressor = Compressor(
+            config, offloader=self.workspace, session_id=session_id, context_window=window
+        )
+        if compressor.counter.count_text(found.input) <= room:
+            return
+        try:
+            arguments = json.loads(found.input)
+        except ValueError:
+            return
+        if not isinstance(arguments, dict):
+            return
+        call = ToolCallBlock(id=tool_id, name=str(found.name), input=arguments)
+        said = Msg(role="assistant", content=[call])
+        ran = Msg(role="tool", content=[ToolResultBlock(id=tool_id, name=call.name)])
+        cut = (await compressor.cut_to_fit([said, ran], room))[0]
+        if cut is said:
+            return
+        found.input = json.dumps(cut.tool_calls[0].input, ensure_ascii=False)
+
     async def _store_whole(self, agent: Any, tool_call: Any, response: Any) -> _Call | None:
         """What to do with a tool's response: None when AgentScope will not split it, else the
         call with the file the whole of it went to, or to be kept whole (storing failed)."""
@@ -392,6 +440,18 @@ def _session_of(conversation: object) -> str:
     if replying is not None and replying[0] == str(conversation):
         return replying[1]
     return conversation_session(conversation)
+
+
+def _call_block(context: Iterable[Any], tool_id: str) -> Any:
+    """The tool call block `tool_id` in an AgentScope context (the newest first), or None."""
+    for msg in reversed(list(context)):
+        content = getattr(msg, "content", None)
+        if getattr(msg, "role", None) != "assistant" or not isinstance(content, list):
+            continue
+        for block in content:
+            if getattr(block, "type", None) == "tool_call" and getattr(block, "id", "") == tool_id:
+                return block
+    return None
 
 
 def _keep_recent(kept: collections.OrderedDict[Any, Any], key: Any, value: Any) -> None:
@@ -542,6 +602,9 @@ def _middleware_class() -> type:
                     if not isinstance(item, tool_response):
                         yield item
                         continue
+                    # The tool has run: a long argument of the call the model wrote is what
+                    # the model is sent of it from now on, cut once stored whole.
+                    await door._cut_call(agent, session, str(tool_call.id))
                     call = await door._store_whole(agent, tool_call, item)
                     if call is None:
                         yield item
