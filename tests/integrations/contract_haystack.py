@@ -1,5 +1,6 @@
 """The contract's driver for Haystack's `Agent` with its `ToolResultOffloadHook` storing
-through `WorkspaceResultStore` (Haystack's own `MockChatGenerator`, offline).
+through `WorkspaceResultStore` and its `CompactionHook` compacting through `WorkspaceCompactor`,
+as the guide builds it (Haystack's own `MockChatGenerator`, offline).
 
 A Haystack Agent names no conversation: the application keeps the messages and gives each
 conversation its store (`session_id=` the conversation's name, a plain name); without one,
@@ -8,6 +9,7 @@ each store is a new session."""
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -39,10 +41,6 @@ class HaystackDriver(DoorDriver):
         "stores, by its own rule (OffloadOverChars here: characters); the store stores what it "
         "is given",
     }
-    gaps: ClassVar[dict[str, str]] = {
-        "call arguments": "the driver builds the result store alone: a call's arguments "
-        "are for WorkspaceCompactor behind Haystack's CompactionHook, not built here",
-    }
 
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.haystack import WorkspaceResultStore
@@ -52,10 +50,12 @@ class HaystackDriver(DoorDriver):
 
     def converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         from haystack.dataclasses import ChatMessage
+        from haystack.hooks.compaction import CompactionHook
         from haystack.hooks.tool_result_offloading import OffloadOverChars, ToolResultOffloadHook
+        from haystack.utils.experimental import ExperimentalWarning
         from haystack_scripted import Scripted, agent_with, call, returning, say
 
-        from ctxoffload.integrations.haystack import WorkspaceResultStore
+        from ctxoffload.integrations.haystack import WorkspaceCompactor, WorkspaceResultStore
 
         replies, outputs = scripted(turns, call, say)
         known = made.conversations.get(conversation) if conversation is not None else None
@@ -66,10 +66,17 @@ class HaystackDriver(DoorDriver):
                 made.conversations[conversation] = known
         store, history = known
         model = Scripted(replies)
-        hook = ToolResultOffloadHook(store, {"*": OffloadOverChars(LIMIT)})
-        agent = agent_with(
-            model, [returning("fetch", outputs), *store.tools], {"after_tool": [hook]}
-        )
+        # Both hooks, as the guide (docs/guides/haystack.md) builds the agent: the
+        # compactor is what cuts a call's long arguments (Haystack's hook, past its
+        # compact_at, hands it the conversation before the model call).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)  # Haystack's CompactionHook
+            compaction = CompactionHook(WorkspaceCompactor(store), context_window=128_000)
+        hooks = {
+            "after_tool": [ToolResultOffloadHook(store, {"*": OffloadOverChars(LIMIT)})],
+            "before_llm": [compaction],
+        }
+        agent = agent_with(model, [returning("fetch", outputs), *store.tools], hooks)
         for turn in turns:
             out = agent.run([*history, ChatMessage.from_user(turn.user)])
             history[:] = out["messages"]
