@@ -532,3 +532,34 @@ async def test_a_request_still_over_the_window_is_reported_or_refused(
     (over,) = [e for e in map(json.loads, lines) if e["kind"] == "over_window"]
     assert over["window"] == 3_000 and over["tokens"] > 3_000
     assert over["action"] == ("refused" if over_window == "refuse" else "sent")
+
+
+async def test_a_restarted_process_whose_first_call_compacts_lists_the_files_stored_since(
+    tmp_path: Path,
+) -> None:
+    """The summary a restarted process makes at its first call is the unbroken run's: the
+    files stored since the previous summary are read back from the record (they were in
+    the first process's memory only), and listed as an unbroken run lists them, not left
+    to the index ("Offloaded files: none" and a different summary were sent, so the
+    provider's cache missed after the restart)."""
+    base = [Msg(role="system", content="s"), *plausible_session(120)]
+    histories = [base]
+    for i in range(3):
+        histories.append([*histories[-1], *_tool_turn(f"t{i}", BIG)])
+    histories.append([*histories[-1], *plausible_session(120)[1:]])
+
+    def neutral(messages: list[Msg], folder: Path) -> bytes:
+        return _bytes(messages).replace(str(folder).encode(), b"WS")
+
+    unbroken = Projector(LocalWorkspace(tmp_path / "a"), "t1", config=CONFIG)
+    sent = [await unbroken.project(h) for h in histories]
+    first = Projector(LocalWorkspace(tmp_path / "b"), "t1", config=CONFIG)
+    for history in histories[:-1]:
+        await first.project(history)
+    restarted = Projector(LocalWorkspace(tmp_path / "b"), "t1", config=CONFIG)
+    resumed = await restarted.project(histories[-1])
+    events = await LocalWorkspace(tmp_path / "a").read_events("t1")
+    compactions = [e for e in events if e["kind"] == "compression"]
+    assert len(compactions) >= 2, "the last call must compact for this test to say anything"
+    assert b"tool_result-t2.txt" in neutral(sent[-1], tmp_path / "a")
+    assert neutral(resumed, tmp_path / "b") == neutral(sent[-1], tmp_path / "a")

@@ -543,6 +543,12 @@ class Compressor:
         """Add a file to the artifact trail the next summary lists."""
         self._services.state.artifacts.append(artifact)
 
+    def note_earlier_artifacts(self, artifacts: Sequence[Artifact]) -> None:
+        """Put files stored before this object existed (read back from the session's record
+        by a restarted process), oldest first, before the ones it noted itself."""
+        state = self._services.state
+        state.artifacts[:0] = artifacts
+
     def note_stored_output(self, tool_id: str, kept: str, whole: WholeOutput) -> None:
         """The context keeps `kept` for call `tool_id`, whose whole output was stored as
         `whole` (a post_tool manager's cut or offload); see `whole_output`."""

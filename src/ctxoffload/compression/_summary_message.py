@@ -114,7 +114,9 @@ class SummaryState:
         self.summary = bound_summary(summary, max_chars)
         self.reference = marker.get("reference")
         self.spans = [(int(s[0]), int(s[1])) for s in marker.get("spans", [])]
-        self.artifacts = [Artifact(**a) for a in reversed(marker.get("artifacts", []))]
+        # Files stored after that summary, noted already (read back, or stored by this
+        # process before its first compaction), stay after the ones it names.
+        self.artifacts[:0] = [Artifact(**a) for a in reversed(marker.get("artifacts", []))]
         self.compressions = int(marker.get("compressions", 0))
         self.adopt_index(marker)
 

@@ -128,9 +128,14 @@ class Truncator:
         self._recent[block.id] = done
         stored: dict[str, Any] = {}
         if done.reference is not None:
-            self.services.state.artifacts.append(
-                Artifact(done.reference, done.total_bytes, block.name or "a tool", done.total_lines)
-            )
+            trail = self.services.state.artifacts
+            # (A restarted process cuts again a result the record already put in the trail.)
+            if not any(a.path == done.reference for a in reversed(trail)):
+                trail.append(
+                    Artifact(
+                        done.reference, done.total_bytes, block.name or "a tool", done.total_lines
+                    )
+                )
             stored = self._note_stand_in(block.id, done, str(done.block.output))
         await self._event(
             events.Truncation(
@@ -404,6 +409,7 @@ class Truncator:
                     tokens_after=services.counter.count_text(cut.text),
                     lines_shown=cut.shown_lines,
                     lines_total=cut.total_lines,
+                    bytes_total=cut.total_bytes,
                     argument=name,
                     reason="the newest turn exceeds the reserve",
                 )
