@@ -89,9 +89,8 @@ def test_grep_does_not_import_pathlib(tmp_path: Path) -> None:
     assert loaded == [], f"`ctxoffload grep` imported {loaded}"
 
 
-def test_grep_of_a_context_log_loads_neither_pathlib_nor_the_message_model(
-    tmp_path: Path,
-) -> None:
+def context_log(tmp_path: Path) -> str:
+    """A workspace whose session s1 has a context.jsonl of a request and a call: its path."""
     workdir = tmp_path / "ws"
     call = ToolCallBlock(id="c1", name="python", input={"code": 'print("FAILURE: disk")'})
     asyncio.run(
@@ -99,7 +98,13 @@ def test_grep_of_a_context_log_loads_neither_pathlib_nor_the_message_model(
             "s1", msgs=[Msg(role="user", content="run it"), Msg(role="assistant", content=[call])]
         )
     )
-    ws = str(workdir)
+    return str(workdir)
+
+
+def test_grep_of_a_context_log_loads_neither_pathlib_nor_the_message_model(
+    tmp_path: Path,
+) -> None:
+    ws = context_log(tmp_path)
     runs = [
         (["grep", 'print\\("FAILURE', "--workdir", ws], 0),
         (["grep", "-F", "-C", "2", 'print("FAILURE', "s1", "--workdir", ws], 0),
@@ -253,14 +258,7 @@ def test_a_search_by_ripgrep_loads_neither_re_nor_signal(tmp_path: Path) -> None
 def test_a_context_log_is_searched_without_typing_or_html(tmp_path: Path) -> None:
     """`ctxoffload.text`, which decodes each context.jsonl line for grep, imports neither
     `typing` (annotations only) nor `html` (for a `<data/>` line, which grep never writes)."""
-    workdir = tmp_path / "ws"
-    call = ToolCallBlock(id="c1", name="python", input={"code": 'print("FAILURE: disk")'})
-    asyncio.run(
-        LocalWorkspace(workdir, fsync=False).offload_context(
-            "s1", msgs=[Msg(role="user", content="run it"), Msg(role="assistant", content=[call])]
-        )
-    )
-    ws = str(workdir)
+    ws = context_log(tmp_path)
     runs = [
         (["grep", 'print\\("FAILURE', "--workdir", ws], 0),
         (["grep", "-F", "-C", "2", 'print("FAILURE', "s1", "--workdir", ws], 0),

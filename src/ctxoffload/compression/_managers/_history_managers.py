@@ -13,6 +13,8 @@ from .._tool_names import ReaderTools
 from ._activation import Activation, SettingError, check_int, check_ratio
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from ...model import ChatModel
     from .._config import ContextConfig
     from ._run import PipelineRun
@@ -76,18 +78,9 @@ async def _cut_to_window(
     """`messages` with the conversation's tool results and long texts cut so the whole
     fits `window`, then the long arguments of its answered calls (stored whole first:
     `Compressor.cut_to_fit`); the pins stay whole."""
-    compressor = run.compressor
-    if compressor.count(messages, run.tools) <= window:
-        return messages
-    system, summary, note, convo = _split_context(messages)
-    head = [m for m in (system, summary, note) if m is not None]
-    room = max(0, window - compressor.count(head, run.tools))
-    cut = await compressor.cut_to_fit(convo, room, config=run.config())
-    changed = {id(old): new for old, new in zip(convo, cut, strict=True) if new is not old}
-    if not changed:
-        return messages
-    run.report(f"{manager}: cut {len(changed)} messages to fit the window")
-    return [changed.get(id(m), m) for m in messages]
+    return await _cut_within(
+        messages, window, window, run.compressor.cut_to_fit, run, f"{manager}: cut"
+    )
 
 
 async def _cut_over_window(messages: list[Msg], run: PipelineRun, manager: str) -> list[Msg]:
@@ -99,17 +92,33 @@ async def _cut_over_window(messages: list[Msg], run: PipelineRun, manager: str) 
     Under the window, or with no window known, they stay as they are; so do results and
     texts (a result is the post_tool managers' to cut)."""
     window = run.window
+    if window is None:
+        return messages
+    room = run.config().calls_room(window)
+    cut = run.compressor.cut_calls_to_fit
+    return await _cut_within(messages, window, room, cut, run, f"{manager}: cut the arguments of")
+
+
+async def _cut_within(
+    messages: list[Msg],
+    window: int,
+    room: int,
+    cut: Callable[..., Awaitable[list[Msg]]],
+    run: PipelineRun,
+    said: str,
+) -> list[Msg]:
+    """`messages` when they fit `window`; else the conversation (the pins, summary and note
+    whole) passed to `cut` with `room` less what those take, and the report `said`."""
     compressor = run.compressor
-    if window is None or compressor.count(messages, run.tools) <= window:
+    if compressor.count(messages, run.tools) <= window:
         return messages
     system, summary, note, convo = _split_context(messages)
     head = [m for m in (system, summary, note) if m is not None]
-    room = max(0, run.config().calls_room(window) - compressor.count(head, run.tools))
-    cut = await compressor.cut_calls_to_fit(convo, room, config=run.config())
-    changed = {id(old): new for old, new in zip(convo, cut, strict=True) if new is not old}
+    fitted = await cut(convo, max(0, room - compressor.count(head, run.tools)), config=run.config())
+    changed = {id(old): new for old, new in zip(convo, fitted, strict=True) if new is not old}
     if not changed:
         return messages
-    run.report(f"{manager}: cut the arguments of {len(changed)} messages to fit the window")
+    run.report(f"{said} {len(changed)} messages to fit the window")
     return [changed.get(id(m), m) for m in messages]
 
 
