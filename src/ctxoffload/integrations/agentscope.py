@@ -191,7 +191,7 @@ class AgentScopeOffloader:
         self._data_session = door_session(_DOOR.name, "data")
         self._unclaimed: collections.OrderedDict[str, str] = collections.OrderedDict()
         self._claimed: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
-        self._readers: Any = None  # a Compressor, for `reads_back`
+        self._readers: Any = None  # a Compressor (`_rules`)
 
     def __repr__(self) -> str:
         return f"AgentScopeOffloader({self.workspace!r})"
@@ -311,13 +311,18 @@ class AgentScopeOffloader:
                 "Agent(offloader=offloader, middlewares=[offloader.middleware])"
             )
 
-    def _reads_back(self, tool_name: str) -> bool:
-        """Whether the tool reads offloaded content back (ctxoffload's rule)."""
+    def _rules(self) -> Any:
+        """A compressor of the default settings, made once: ctxoffload's rule of which
+        tools read back, and the counter a call is first measured with."""
         if self._readers is None:
             from ..compression import Compressor
 
             self._readers = Compressor()
-        return bool(self._readers.reads_back(tool_name))
+        return self._readers
+
+    def _reads_back(self, tool_name: str) -> bool:
+        """Whether the tool reads offloaded content back (ctxoffload's rule)."""
+        return bool(self._rules().reads_back(tool_name))
 
     async def _cut_call(self, agent: Any, session_id: str, tool_id: str) -> None:
         """Cut the call `tool_id` the model wrote, as every door cuts the newest turn
@@ -330,6 +335,7 @@ class AgentScopeOffloader:
         messages: a call that wrote a whole file made each later request over the window,
         and its own compression then failed. An argument that cannot be stored stays whole.
         """
+        from .._tokens.counters import fits_by_size
         from ..compression import Compressor, ContextConfig
         from ..messages import Msg, ToolCallBlock, ToolResultBlock
 
@@ -347,11 +353,18 @@ class AgentScopeOffloader:
         except (ConfigError, AttributeError, ValueError, TypeError):
             config = ContextConfig(context_window=window)
         room = config.calls_room(window)
-        compressor = Compressor(
-            config, offloader=self.workspace, session_id=session_id, context_window=window
-        )
-        if compressor.counter.count_text(found.input) <= room:
+        # Most calls are short: their size alone says so, before a compressor is built or
+        # a token counted (`fits_by_size`).
+        counter = self._rules().counter
+        if fits_by_size(counter, found.input, room) or counter.count_text(found.input) <= room:
             return
+        compressor = Compressor(
+            config,
+            offloader=self.workspace,
+            session_id=session_id,
+            counter=counter,
+            context_window=window,
+        )
         try:
             arguments = json.loads(found.input)
         except ValueError:
