@@ -268,7 +268,7 @@ def test_a_resumed_conversation_sends_what_an_unbroken_one_sends(
     if not DOORS[driver.door].steps:
         pytest.skip(f"{driver.door} sees no model call: its host decides what the model is sent")
     turns = [
-        Turn(f"question {i} " * 40, tool_output=MEDIUM if i % 3 == 0 else None) for i in range(10)
+        Turn(f"question {i} " * 40, tool_output=MEDIUM if i % 3 == 0 else None) for i in range(12)
     ]
     unbroken = driver.converse(driver.make(LocalWorkspace(tmp_path / "a")), "r", turns).sent
     made = driver.make(LocalWorkspace(tmp_path / "b"))

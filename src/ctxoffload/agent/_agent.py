@@ -811,8 +811,14 @@ class Agent:
             return
         self._restored = True
         messages = await self._state.restore(self.session_id)
-        if messages is not None:
-            self.messages = self._initial_messages() + messages
+        if messages is None:
+            return
+        self.messages = self._initial_messages() + messages
+        # The files stored since the saved summary, which the next one lists as an unbroken
+        # run's would (the summary's own are in its mark, taken over at the next compaction).
+        if isinstance(self.offloader, EventLog):
+            record = await self.offloader.read_events(self.session_id)
+            self.compressor.note_stored_since_compaction(e for e in record if events.is_event(e))
 
 
 def _check_offloader(offloader: object) -> None:

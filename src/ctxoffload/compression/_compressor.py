@@ -14,7 +14,7 @@ tool result (`_truncator.py`), and compaction of the history (`_compaction.py`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -38,7 +38,7 @@ from ._result import CompressionResult
 from ._services import RunServices, RunSettings
 from ._split import SplitStrategy
 from ._stored_outputs import WholeOutput
-from ._summary_message import Artifact
+from ._summary_message import Artifact, stored_since_compaction
 from ._summary_model import Summary
 from ._tool_names import ReaderTools
 from ._truncate import Truncation
@@ -548,6 +548,13 @@ class Compressor:
         by a restarted process), oldest first, before the ones it noted itself."""
         state = self._services.state
         state.artifacts[:0] = artifacts
+
+    def note_stored_since_compaction(self, events: Iterable[Mapping[str, Any]]) -> None:
+        """Note the files a session's record (its events, oldest first) says were stored
+        whole since its latest compaction, before the ones this object noted itself: a
+        restarted process's next summary lists them as an unbroken run's would (the latest
+        summary's own files come back with it when it is adopted)."""
+        self.note_earlier_artifacts(stored_since_compaction(events))
 
     def note_stored_output(self, tool_id: str, kept: str, whole: WholeOutput) -> None:
         """The context keeps `kept` for call `tool_id`, whose whole output was stored as

@@ -43,7 +43,6 @@ from ._provider_compaction import (
     newest_compaction,
     note_position,
 )
-from ._summary_message import Artifact
 
 if TYPE_CHECKING:
     from ..model import ChatModel
@@ -407,20 +406,13 @@ class Projector:
         self._loaded = True
         events = [e for e in await self._workspace.read_events(self._session_id) if is_event(e)]
         self._calls.remember(events)
-        # The files stored since the latest compaction (whose summary names those before):
-        # the next summary lists them, as an unbroken run's would.
-        trail: list[Artifact] = []
         for event in events:
             kind = event["kind"]
             if kind == EventKind.PROVIDER_COMPACTION:
                 self._provider = _provider_cut(event) or self._provider
             elif kind == EventKind.PROJECTION:
                 self._cover = _cover_of(event) or self._cover
-            elif kind == EventKind.COMPRESSION:
-                trail = []
-            elif kind == EventKind.TRUNCATION:
-                trail.extend(_stored_file(event))
-        self._compressor.note_earlier_artifacts(trail)
+        self._compressor.note_stored_since_compaction(events)
 
     async def _record(
         self, keys: list[str], sent: list[Msg], tools: Sequence[dict[str, Any]], started: float
@@ -693,22 +685,6 @@ def _cover_of(event: Mapping[str, Any]) -> _Cover | None:
     except (ValueError, TypeError):  # InvalidContent, pydantic's ValidationError
         return None
     return _Cover(start, count, last_key, sent)
-
-
-def _stored_file(event: Mapping[str, Any]) -> list[Artifact]:
-    """The file a `truncation` event says it stored whole, as the artifact trail names it
-    (none when it names no file, or is of an older shape that does not say its size)."""
-    reference, size, lines = (
-        event.get("reference"),
-        event.get("bytes_total"),
-        event.get("lines_total"),
-    )
-    if not isinstance(reference, str) or not is_count(size):
-        return []
-    name = event.get("tool_name") or "a tool"
-    argument = event.get("argument")
-    source = f"{name} argument" if isinstance(argument, str) else name
-    return [Artifact(reference, size, source, lines if is_count(lines) else None)]
 
 
 def _provider_cut(event: Mapping[str, Any]) -> _ProviderCut | None:

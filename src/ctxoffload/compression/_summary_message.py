@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._disk.event_kinds import EventKind
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE
+from .._disk.records import is_count
 from .._disk.wording import spans_text
 from ..messages import Msg
 from ..text import defuse
@@ -25,7 +28,7 @@ from ._notes import NOTE_MARK, SUMMARY_NOTE
 from ._summarize import bound_summary, cut_field
 from ._summary_model import Summary
 
-__all__ = ["Artifact", "SummaryState", "human_size", "template_tags"]
+__all__ = ["Artifact", "SummaryState", "human_size", "stored_since_compaction", "template_tags"]
 
 _TEMPLATE_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
 
@@ -242,3 +245,35 @@ class SummaryState:
 
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def stored_since_compaction(events: Iterable[Mapping[str, Any]]) -> list[Artifact]:
+    """The files a session's record says were stored whole since its latest compaction,
+    oldest first: the next summary lists them after those the latest one names, as an
+    unbroken run's would, so a restarted process (a projector's, or the `Agent`'s resumed
+    from its saved state) notes them before its first compaction
+    (`Compressor.note_stored_since_compaction`)."""
+    trail: list[Artifact] = []
+    for event in events:
+        kind = event.get("kind")
+        if kind == EventKind.COMPRESSION:
+            trail = []
+        elif kind == EventKind.TRUNCATION:
+            trail.extend(_stored_file(event))
+    return trail
+
+
+def _stored_file(event: Mapping[str, Any]) -> list[Artifact]:
+    """The file a `truncation` event says it stored whole, as the artifact trail names it
+    (none when it names no file, or is of an older shape that does not say its size)."""
+    reference, size, lines = (
+        event.get("reference"),
+        event.get("bytes_total"),
+        event.get("lines_total"),
+    )
+    if not isinstance(reference, str) or not is_count(size):
+        return []
+    name = event.get("tool_name") or "a tool"
+    argument = event.get("argument")
+    source = f"{name} argument" if isinstance(argument, str) else name
+    return [Artifact(reference, size, source, lines if is_count(lines) else None)]
