@@ -7,7 +7,7 @@ the run recorded for that call. So every strategy gets the same history; what di
 each one sends the model, keeps in LangGraph's checkpoints, and keeps on disk:
 
 - `ctxoffload`: `ContextOffloadMiddleware` (a `LocalWorkspace`, `ContextConfig(context_window=
-  W)`, extractive summaries), its four reading tools given to the agent, and
+  W)`, extractive summaries), its reading tools (Read, Grep, Glob) given to the agent, and
   `state_schema=DeltaAgentState` (messages checkpointed as deltas, as deepagents' state is);
 - `deepagents`: `create_deep_agent` with its defaults (its summarisation at 0.85 of the window
   the model's profile declares, keeping 0.10; results over 20,000 tokens to files), on its

@@ -40,7 +40,7 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 from pydantic import Field, ValidationError  # noqa: E402
 
-from ctxoffload import ContextConfig, LocalWorkspace, Summary  # noqa: E402
+from ctxoffload import ContextConfig, InMemoryWorkspace, LocalWorkspace, Summary  # noqa: E402
 from ctxoffload.integrations.langchain import (  # noqa: E402
     ContextOffloadMiddleware,
     from_langchain,
@@ -383,7 +383,6 @@ def test_the_agent_reads_an_offloaded_result_back_with_the_tools(tmp_path: Path)
         "Read",
         "Grep",
         "Glob",
-        "retrieve_offloaded_content",
     ]
     agent = create_agent(model, tools=[dump, *offload.tools], middleware=[offload])
     state = agent.invoke({"messages": [HumanMessage("find batch 123456")]}, thread("r1"))
@@ -398,8 +397,12 @@ def test_the_tools_schemas_say_no_null_and_their_arguments_are_still_checked(
 ) -> None:
     # The schemas go with every model call: an optional parameter is sent as its type alone
     # (no `anyOf [T, null]`, no `default: null`); a wrong argument is refused all the same.
-    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
-    schemas = [convert_to_openai_tool(t)["function"]["parameters"] for t in offload.tools]
+    # (The retrieval tool comes with a workspace on no folder, the file tools with one on.)
+    on_disk = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    in_memory = ContextOffloadMiddleware(InMemoryWorkspace(), config=CONFIG)
+    tools = [*on_disk.tools, *in_memory.tools]
+    assert [t.name for t in tools] == ["Read", "Grep", "Glob", "retrieve_offloaded_content"]
+    schemas = [convert_to_openai_tool(t)["function"]["parameters"] for t in tools]
     for schema in schemas:
         for field in schema["properties"].values():
             assert "anyOf" not in field and field.get("default", 0) is not None, field
@@ -410,7 +413,7 @@ def test_the_tools_schemas_say_no_null_and_their_arguments_are_still_checked(
         "type": "array",
     }
     with pytest.raises(ValidationError):
-        offload.tools[3].invoke({"reference": "x", "line_range": "all"})
+        tools[3].invoke({"reference": "x", "line_range": "all"})
 
 
 def test_middlewares_made_per_request_share_tool_schemas_and_read_their_own_workspace(
@@ -423,8 +426,8 @@ def test_middlewares_made_per_request_share_tool_schemas_and_read_their_own_work
     two = ContextOffloadMiddleware(
         LocalWorkspace(tmp_path / "two"), config=CONFIG, max_output_chars=4_000, memory=True
     )
-    assert [t.args_schema for t in one.tools] == [t.args_schema for t in two.tools[:4]]
-    assert [t.description for t in one.tools] == [t.description for t in two.tools[:4]]
+    assert [t.args_schema for t in one.tools] == [t.args_schema for t in two.tools[:3]]
+    assert [t.description for t in one.tools] == [t.description for t in two.tools[:3]]
     for name, folder in (("one", tmp_path / "one"), ("two", tmp_path / "two")):
         stored = folder / "sessions" / "s" / "tool_result-call_1.txt"
         stored.parent.mkdir(parents=True)

@@ -364,7 +364,7 @@ def test_the_read_back_tools_become_openai_schemas_with_their_arguments_describe
     # (OpenAI's limit), as its OpenAI LLM does for every call: each tool must pass.
     memory = OffloadingMemory(LocalWorkspace(tmp_path / "ws"), memory=True)
     schemas = {tool.metadata.name: tool.metadata.to_openai_tool() for tool in memory.tools}
-    assert set(schemas) == {"Read", "Grep", "Glob", "retrieve_offloaded_content", "memory"}
+    assert set(schemas) == {"Read", "Grep", "Glob", "memory"}
     grep = schemas["Grep"]["function"]
     assert grep["description"] and len(grep["description"]) <= 1024
     assert grep["parameters"]["properties"]["context_lines"]["description"]

@@ -22,7 +22,7 @@ from mcp_server import BUSY, NOT_UTF8, big_text, png  # noqa: E402
 from ctxoffload import get_token_counter  # noqa: E402
 from ctxoffload.text import TRUNCATION_MARKER  # noqa: E402
 
-OUR_TOOLS = ["Read", "Grep", "Glob", "retrieve_offloaded_content"]
+OUR_TOOLS = ["Read", "Grep", "Glob"]
 
 
 def _dump(model: Any) -> Any:
@@ -98,11 +98,6 @@ async def test_grep_and_read_through_the_proxy_reach_the_stored_result(workdir: 
         lines = text_of(page)
         assert "line 0023455" in lines and "line 0023456 MARKER-FOUND-HERE" in lines
         assert "line 0023458" not in lines
-        # The retrieval tool reads the same reference.
-        again = await client.call_tool(
-            "retrieve_offloaded_content", {"reference": str(path), "pattern": "MARKER-FOUND"}
-        )
-        assert "MARKER-FOUND-HERE" in text_of(again)
 
 
 async def test_an_image_over_the_limit_is_stored_in_data_and_read_back_as_an_image(

@@ -120,7 +120,6 @@ async def test_the_agent_reads_an_offloaded_output_back_with_the_tools(tmp_path:
         "Read",
         "Grep",
         "Glob",
-        "retrieve_offloaded_content",
     ]
     with OpenAIServer() as server:
         server.add(call("dump", {}, "call_1"))

@@ -585,7 +585,7 @@ async def test_a_capability_keeps_the_projectors_of_the_conversations_used_last(
     model = Scripted()
     offload = ContextOffload(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
     agent = Agent(model.model, tools=[dump], capabilities=[offload])
-    history = await converse(agent, model, range(20), "first")
+    history = await converse(agent, model, range(26), "first")
     before = wire(model.seen[-1])
     assert "context.jsonl" in before[0]  # summarised
     for number in range(5):

@@ -21,8 +21,15 @@ def reading_functions(
     memory: bool = False,
     session_id: str | None = None,
 ) -> list[Callable[..., Awaitable[Any]]]:
-    """Read, Grep and Glob (a workspace on a local folder) and the retrieval tool (any
-    workspace that reads its references back); with `memory`, the memory tool too.
+    """Read, Grep and Glob for a workspace on a local folder; the retrieval tool for one
+    with no folder that reads its references back (a bucket, a database, memory); with
+    `memory`, the memory tool too.
+
+    One or the other, not both: on a folder, Read and Grep do all the retrieval tool does
+    (lines from one, a search with lines around each match), and every notice names them;
+    a second reader would cost every request its schema (216 tokens of o200k, a third of
+    the four tools') and give the model two ways to do one thing. A host that wants it all
+    the same adds `ctxoffload.readback.retrieval_tool(workspace)` to its tools.
 
     The memory tool is opt-in, as Anthropic's is: it is the one tool here that writes, and a
     host that did not ask for it keeps a read-only toolset (and its schema out of every
@@ -41,7 +48,7 @@ def reading_functions(
     functions: list[Callable[..., Awaitable[Any]]] = []
     if isinstance(workspace, HasWorkdir):
         functions.extend(workspace_tools(workspace, max_output_chars=max_output_chars))
-    if isinstance(workspace, ReferenceReader):
+    elif isinstance(workspace, ReferenceReader):
         functions.append(retrieval_tool(workspace, max_output_chars=max_output_chars))
     if memory:
         functions.append(

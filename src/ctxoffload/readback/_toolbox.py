@@ -146,8 +146,8 @@ class FileToolbox:
             pattern: str, path_or_glob: str = ".", context_lines: int = 0, max_matches: int = 50
         ) -> str:
             """Search workspace files for an RE2 regular expression (no backreferences or
-            lookaround), line by line; a context.jsonl line matches on its message's text.
-            Answers `path:line:text`; `(?i)` ignores case.
+            lookaround), line by line; a context.jsonl line matches on its message's text;
+            `(?i)` ignores case.
 
             Args:
                 path_or_glob: A file, a folder or a glob (`sessions/*/tool_result-*.txt`).
@@ -162,8 +162,7 @@ class FileToolbox:
             )
 
         async def Glob(pattern: str) -> str:
-            """List the workspace paths a glob matches (`*`, `?`, `**`, `[abc]`), sorted;
-            folders end with `/`.
+            """List the workspace paths a glob matches, sorted; folders end with `/`.
 
             Args:
                 pattern: Such as `**/*.jsonl`.

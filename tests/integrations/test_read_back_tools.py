@@ -1,0 +1,48 @@
+"""Which read-back tools every door gives its agent (`reading_functions`, their one home):
+Read, Grep and Glob for a workspace on a folder, the retrieval tool for one with none, never
+both: on a folder the file tools answer all the retrieval tool did, and a second reader
+would cost every request its schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctxoffload import InMemoryWorkspace, LocalWorkspace, ToolResultBlock
+from ctxoffload.integrations import reading_functions
+from ctxoffload.readback import retrieval_tool
+
+OUTPUT = "\n".join(f"line {i}" for i in range(1, 301)) + "\nneedle 42 found\n"
+
+
+def names(functions: list) -> list[str]:  # type: ignore[type-arg]
+    return [f.__name__ for f in functions]
+
+
+def test_a_workspace_on_a_folder_gets_the_file_tools_only(tmp_path: Path) -> None:
+    ws = LocalWorkspace(tmp_path / "ws")
+    assert names(reading_functions(ws, 8_000)) == ["Read", "Grep", "Glob"]
+    assert names(reading_functions(ws, 8_000, memory=True)) == ["Read", "Grep", "Glob", "memory"]
+
+
+async def test_a_workspace_with_no_folder_gets_the_retrieval_tool_which_reads_it_back() -> None:
+    ws = InMemoryWorkspace()
+    reference = await ws.offload_tool_result("s1", ToolResultBlock(id="c1", output=OUTPUT))
+    (retrieve,) = reading_functions(ws, 8_000)
+    assert retrieve.__name__ == "retrieve_offloaded_content"
+    assert "needle 42 found" in await retrieve(reference=reference, pattern="needle")
+
+
+async def test_on_a_folder_read_and_grep_answer_what_the_retrieval_tool_answers(
+    tmp_path: Path,
+) -> None:
+    # What the model asked of the retrieval tool (a range of lines, the lines matching a
+    # pattern) it gets from Read and Grep on the path the notice names, numbered alike.
+    ws = LocalWorkspace(tmp_path / "ws")
+    reference = await ws.offload_tool_result("s1", ToolResultBlock(id="c1", output=OUTPUT))
+    read, grep, _ = reading_functions(ws, 8_000)
+    retrieve = retrieval_tool(ws, max_output_chars=8_000)  # what a host may add itself
+    by_range = await retrieve(reference=reference, line_range=[299, 301])
+    by_read = await read(path=reference, offset=299, limit=3)
+    assert by_read.splitlines() == by_range.splitlines()[-3:]
+    assert "301:needle 42 found" in await grep(pattern="needle", path_or_glob=reference)
+    assert "301\tneedle 42 found" in await retrieve(reference=reference, pattern="needle")
