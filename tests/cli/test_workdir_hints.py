@@ -69,3 +69,15 @@ def test_a_memory_store_is_said_to_live_in_its_own_process(cli: Callable[..., An
 def test_the_help_names_database_urls_for_the_workdir(cli: Callable[..., Any]) -> None:
     said = " ".join(cli("--help").out.split())
     assert "a database URL (sqlite:///agents.db, postgresql://user@host/db)" in said
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgress://agent:Zq7-pw@db/agents", "s4://bucket/p?token=Zq7-tok", "sqlite://u:Zq7-pw@h/a"],
+)
+def test_a_workdir_url_that_is_refused_is_named_without_its_password(
+    cli: Callable[..., Any], url: str
+) -> None:
+    result = cli("ls", "--workdir", url)
+    assert result.code == 2 and "***" in result.err, result.err
+    assert "Zq7" not in result.err + result.out

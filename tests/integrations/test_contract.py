@@ -126,6 +126,28 @@ def test_a_path_where_a_workspace_belongs_is_refused_at_construction(driver: Doo
 
 
 @doors
+@pytest.mark.parametrize(
+    ("url", "backend"),
+    [
+        ("postgresql://agent:S3cr3t-pw@db:5432/agents", "SqlWorkspace"),
+        ("sqlite:///agents.db?password=S3cr3t-pw", "SqlWorkspace"),
+        ("s3://S3cr3t-pw@bucket/prefix", "ObjectStoreWorkspace"),
+    ],
+)
+def test_a_url_where_a_workspace_belongs_is_refused_masked_naming_its_backend(
+    driver: DoorDriver, url: str, backend: str
+) -> None:
+    skip_unless(driver, "checked at construction")
+    skip_unless(driver, "a path is no workspace")
+    with pytest.raises(ConfigError) as refused:
+        driver.make(url)
+    message = str(refused.value)
+    assert "S3cr3t" not in message
+    assert f"pass {backend}(" in message
+    assert "LocalWorkspace(" not in message
+
+
+@doors
 def test_a_workdir_that_is_a_file_is_refused_at_construction(
     driver: DoorDriver, tmp_path: Path
 ) -> None:

@@ -479,3 +479,17 @@ async def test_gc_removes_idle_sessions_and_unnamed_data_rows(url: str, tmp_path
         await ws.read_reference(orphan)
     counts = Counter(await ws.list_sessions())
     assert counts == {"new": 1}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite://agent:Zq7-pw@host/agents.db",
+        "sqlite:///agents.db?password=Zq7-pw",
+        "mysql://agent:Zq7-pw@db/agents",
+    ],
+)
+def test_a_refused_database_url_is_named_without_its_password(url: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        SqlWorkspace(url)
+    assert "***" in str(refused.value) and "Zq7" not in str(refused.value)

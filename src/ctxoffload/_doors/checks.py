@@ -121,13 +121,30 @@ def checked_positive(value: object, name: str) -> int:
 
 
 def _refuse_a_path(given: object, adapter: str, role: str) -> None:
-    if isinstance(given, (str, bytes, os.PathLike)):
-        path = os.fsdecode(given)
-        raise ConfigError(
-            f"{adapter}: {role} is the path {path!r}, not a workspace: pass "
-            f"LocalWorkspace({path!r}) instead (ObjectStoreWorkspace or SqlWorkspace for a "
-            "bucket or a database)"
-        )
+    """A path or URL given where a workspace belongs: refused, naming the class that takes
+    what it is (a database URL `SqlWorkspace`, a bucket URL `ObjectStoreWorkspace`, anything
+    else `LocalWorkspace`), the URL's secrets masked by the one rule (`masked_url`)."""
+    if not isinstance(given, (str, bytes, os.PathLike)):
+        return
+    path = os.fsdecode(given)
+    scheme, sep, _ = path.partition("://")
+    if sep and scheme.isascii() and scheme.replace("+", "").replace("-", "").isalnum():
+        from .._secrets import masked_url
+        from ..workspace import ObjectStoreWorkspace, SqlWorkspace
+
+        shown = masked_url(path)
+        if scheme.lower() in SqlWorkspace.SCHEMES:
+            what, fix = "database URL", "SqlWorkspace(<that URL>)"
+        elif scheme.lower() in ObjectStoreWorkspace.SCHEMES:
+            what, fix = "object store URL", "ObjectStoreWorkspace(<that URL>)"
+        else:
+            what, fix = "URL", _BACKENDS
+        raise ConfigError(f"{adapter}: {role} is the {what} {shown!r}, not a workspace: pass {fix}")
+    raise ConfigError(
+        f"{adapter}: {role} is the path {path!r}, not a workspace: pass "
+        f"LocalWorkspace({path!r}) instead (ObjectStoreWorkspace or SqlWorkspace for a "
+        "bucket or a database)"
+    )
 
 
 def _refuse_a_file(workspace: Any) -> None:

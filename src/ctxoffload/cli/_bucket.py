@@ -81,7 +81,9 @@ def open_store(url: str) -> Any:
             )
         return ObjectStoreWorkspace(url, deadline=deadline)
     except ImportError as exc:
-        raise CliError(f"{url}: {exc}") from None
+        from .._secrets import masked_url
+
+        raise CliError(f"{masked_url(url)}: {exc}") from None
     except ConfigError as exc:
         raise CliError(str(exc)) from None
 

@@ -15,10 +15,13 @@ def check_scheme(url: str) -> None:
     Raises:
         CliError: either.
     """
+    from .._secrets import masked_url
+
     scheme = url.partition("://")[0].lower()
+    shown = masked_url(url)  # a password in a mistyped URL is never printed
     if scheme == "memory":
         raise CliError(
-            f"--workdir {url!r}: a memory:// store lives only in the process that made it, so "
+            f"--workdir {shown!r}: a memory:// store lives only in the process that made it, so "
             "no command can read it: give the folder, database or bucket the agents write to"
         )
     try:
@@ -32,10 +35,10 @@ def check_scheme(url: str) -> None:
     import difflib
 
     near = difflib.get_close_matches(scheme, [*databases, *buckets], n=1)
-    meant = f"{near[0]}://{url.partition('://')[2]}" if near else None
+    meant = f"{near[0]}://{shown.partition('://')[2]}" if near else None
     known = ", ".join(f"{name}://" for name in (*databases, *buckets) if name != "memory")
     raise CliError(
-        f"--workdir {url!r}: no workspace has the scheme {scheme!r}"
+        f"--workdir {shown!r}: no workspace has the scheme {scheme!r}"
         + (f" (did you mean {meant!r}?)" if meant else "")
         + f": give a folder's path, or a URL of {known}"
     )

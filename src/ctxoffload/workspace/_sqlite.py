@@ -13,6 +13,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TypeVar
 
+from .._secrets import masked_url
 from ..exceptions import ConfigError, OffloadError
 from ._sql_schema import Connection, migrate
 
@@ -33,21 +34,22 @@ def sqlite_path(url: str) -> str:
         ConfigError: not a `sqlite:///` URL of a file (a host, a query, `:memory:`, empty).
     """
     scheme, sep, rest = url.partition("://")
+    shown = masked_url(url)  # a password in a URL is never printed
     if scheme.lower() != "sqlite" or not sep:
         raise ConfigError(
-            f"{url!r} is not a sqlite:/// URL: pass sqlite:///path/to/file.db (or a "
+            f"{shown!r} is not a sqlite:/// URL: pass sqlite:///path/to/file.db (or a "
             "PostgreSQL database: postgresql://user@host/database)"
         )
     if not rest.startswith("/"):
         raise ConfigError(
-            f"{url!r} names a host: a SQLite database is a file, sqlite:///path/to/file.db"
+            f"{shown!r} names a host: a SQLite database is a file, sqlite:///path/to/file.db"
         )
     path = rest[1:]
     if "?" in path or "#" in path:
-        raise ConfigError(f"{url!r} has a query or a fragment: pass the file alone")
+        raise ConfigError(f"{shown!r} has a query or a fragment: pass the file alone")
     if not path or path == ":memory:" or path.endswith("/") or "\x00" in path:
         raise ConfigError(
-            f"{url!r} names no file: pass sqlite:///path/to/file.db (a database in memory "
+            f"{shown!r} names no file: pass sqlite:///path/to/file.db (a database in memory "
             "would vanish with its connection: use InMemoryWorkspace)"
         )
     return os.path.abspath(path)
