@@ -164,3 +164,63 @@ def test_a_short_known_secret_is_masked_where_it_is_not_wherever_it_occurs() -> 
 def test_a_password_with_an_unencoded_at_sign_is_masked_whole() -> None:
     # URL parsers take the last `@` before the host as the end of the user part.
     assert masked_url("http://u:p@ss-Zq7@127.0.0.1:8/mcp") == "http://***@127.0.0.1:8/mcp"
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        # docker's spelling: the option is `env`, the secret is the inner assignment's value.
+        (
+            ["docker", "run", "--env=GITHUB_TOKEN=ghp_Zq7a", "-e", "API_KEY=Zq7b", "img"],
+            "docker run '--env=GITHUB_TOKEN=***' -e 'API_KEY=***' img",
+        ),
+        (["server", "--pat", "Zq7c"], "server --pat '***'"),
+        (
+            ["server", "--config", '{"apiKey": "Zq7d", "model": "m"}'],
+            'server --config \'{"apiKey": "***", "model": "m"}\'',
+        ),
+        # A command line given as one argument is read as one, short secrets included.
+        (
+            ["sh", "-c", "exec server --token Z --pat Zq7e"],
+            "sh -c 'exec server --token *** --pat ***'",
+        ),
+        (
+            ["bash", "-lc", "GITHUB_TOKEN=Zq7f exec srv --url https://u:Zq7g@h/x"],
+            "bash -lc 'GITHUB_TOKEN=*** exec srv --url https://***@h/x'",
+        ),
+        # A sentence is no command to mask; nothing in it is secret.
+        (["srv", "--motd", "hello big world"], "srv --motd 'hello big world'"),
+    ],
+)
+def test_the_shapes_a_wrapped_command_hides_its_secrets_in_are_masked(
+    argv: list[str], shown: str
+) -> None:
+    assert masked_command(argv) == shown
+    secrets = Secrets.of_command(argv)
+    # A message quoting the command as written shows none of its secrets of four or more
+    # characters (a shorter one is masked where a pattern finds it).
+    assert "Zq7" not in secrets.mask(f"could not start {shlex.join(argv)}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(secret=token_secret, name=st.sampled_from(SECRET_NAMES), quote=st.sampled_from("\"'"))
+def test_a_secret_in_a_quoted_field_or_a_nested_assignment_never_appears(
+    secret: str, name: str, quote: str
+) -> None:
+    texts = [
+        f"{{{quote}{name}{quote}: {quote}{secret}{quote}}}",
+        f"--env={name.upper()}={secret}",
+        f"--set=outer={name}={secret}",
+    ]
+    for text in texts:
+        assert secret not in Secrets().mask(text), text
+        assert secret not in masked_command(["srv", text]), text
+        assert secret not in masked_command(["sh", "-c", f"exec srv {shlex.quote(text)}"]), text
+
+
+def test_nested_assignments_cost_linear_time_on_a_hostile_text() -> None:
+    # `a=a=a=...`: each level of nesting is read once, a few levels deep, not once per `=`.
+    # Read all the way down, this would take minutes (100,000 levels of 200,000 characters).
+    text = "a=" * 100_000 + "token=Zq7h"
+    assert Secrets().mask(text).startswith("a=a=")
+    assert Secrets().mask("a=b=token=Zq7i") == "a=b=token=***"

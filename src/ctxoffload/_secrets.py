@@ -7,10 +7,12 @@ What counts as a secret, wherever it is written:
 - the user part of a URL (`https://user:pw@host`, `https://TOKEN@host`): masked whole, since
   a user name is often the token itself;
 - a value whose name looks secret (`is_secret_name`: key, token, secret, password, auth,
-  credential, signature, sig, ...), assigned with `=` (a query parameter `?api_key=X`, an
-  option `--api-key=X`, an environment-style argument `API_KEY=X`, libpq's `password=X`),
-  or, in a command line, given as the next argument (`--api-key X`) or as a header
-  (`X-Api-Key: X`);
+  credential, signature, sig, pat, ...), assigned with `=` (a query parameter `?api_key=X`,
+  an option `--api-key=X`, an environment-style argument `API_KEY=X`, libpq's `password=X`,
+  and such an assignment given as an option's value, docker's `--env=GITHUB_TOKEN=X`), as a
+  quoted field of JSON or a Python dict (`--config '{"apiKey": "X"}'`), or, in a command
+  line, given as the next argument (`--api-key X`) or as a header (`X-Api-Key: X`);
+- a command line inside an argument (`sh -c 'exec server --token X'`) is read as one too;
 - a bearer token (`Bearer X`) and whatever follows `Authorization:`;
 - `-p X` / `-pX` only for the programs whose `-p` is a password (`_PASSWORD_FLAGS`): elsewhere
   `-p` is a port or a path.
@@ -52,7 +54,8 @@ _SECRET_WORDS = (
     "sas",
 )
 # ... or is one of these words whole (as a part between separators): `--pass`, `sig=`.
-_SECRET_PARTS = frozenset({"pass", "pw", "sig", "pin", "otp"})
+# (`--pat`, `GITHUB_PAT`: a personal access token; `jwt`).
+_SECRET_PARTS = frozenset({"pass", "pw", "sig", "pin", "otp", "pat", "jwt"})
 _NAME_PARTS = re.compile(r"[^a-z0-9]+")
 
 # Each pattern starts only where a name starts (the look-behind), so a long run of name
@@ -71,6 +74,12 @@ _AUTHORIZATION = re.compile(
     r"(?P<secret>[^\s'\",;]+)"
 )
 _BEARER = re.compile(r"(?i)\bbearer\s+(?P<secret>[^\s'\",;]+)")
+# `"name": "value"` in JSON (`--config '{"apiKey": "X"}'`) or a Python dict's repr, a quoted
+# value with its escapes.
+_QUOTED_FIELD = re.compile(
+    r"""(?P<q>["'])(?P<name>[A-Za-z0-9_.-]+)(?P=q)\s*:\s*"""
+    r"""(?:"(?P<secret>(?:[^"\\]|\\.)*)"|'(?P<single>(?:[^'\\]|\\.)*)')"""
+)
 
 _PASSWORD_FLAGS: dict[str, tuple[str, bool]] = {
     # program: (its password flag, whether the value may be the next argument; mysql's
@@ -110,11 +119,13 @@ def _spans(text: str, *, argument: bool = False) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     for match in _USERINFO.finditer(text):
         found.append(match.span("secret"))
-    for match in _ASSIGNED.finditer(text):
-        if is_secret_name(match.group("name")):
-            found.append(match.span("secret"))
+    _assigned(text, 0, len(text), found)
     for pattern in (_AUTHORIZATION, _BEARER):
         found.extend(match.span("secret") for match in pattern.finditer(text))
+    for match in _QUOTED_FIELD.finditer(text):
+        if is_secret_name(match.group("name")):
+            group = "secret" if match.group("secret") is not None else "single"
+            found.append(match.span(group))
     if argument:
         option = _OPTION.fullmatch(text)
         if option is not None and is_secret_name(option.group("name")):
@@ -130,6 +141,30 @@ def _spans(text: str, *, argument: bool = False) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
+
+
+def _assigned(text: str, start: int, end: int, found: list[tuple[int, int]]) -> None:
+    """The values of `name=value` in `text[start:end]` whose names look secret, into `found`;
+    a value that is itself `NAME=VALUE` is read again (`--env=GITHUB_TOKEN=X`, docker's
+    spelling, names the option `env`: the token is the inner value), a few levels deep (each
+    level scans the rest of the value again: `a=a=a=...` would otherwise cost its length
+    squared)."""
+    spans = [(start, end)]
+    for _ in range(_NESTED_ASSIGNMENTS):
+        inner: list[tuple[int, int]] = []
+        for at, until in spans:
+            for match in _ASSIGNED.finditer(text, at, until):
+                if is_secret_name(match.group("name")):
+                    found.append(match.span("secret"))
+                else:
+                    inner.append(match.span("secret"))
+        if not inner:
+            return
+        spans = inner
+
+
+_NESTED_ASSIGNMENTS = 4
+"""How deep `name=NAME=value` is read (docker's `--env=NAME=VALUE` is two)."""
 
 
 def _replace(text: str, spans: Iterable[tuple[int, int]]) -> str:
@@ -170,13 +205,17 @@ class Secrets:
         return cls(tuple(_found_in(url)))
 
     @classmethod
-    def of_command(cls, argv: Sequence[str]) -> Secrets:
-        """The secrets of a command line (see the module's docstring)."""
+    def of_command(cls, argv: Sequence[str], *, _depth: int = 0) -> Secrets:
+        """The secrets of a command line (see the module's docstring), and of the command
+        lines inside its arguments (`sh -c 'exec server --token X'`, `ssh host 'cmd ...'`)."""
         found: list[str] = []
         program: tuple[str, bool] | None = None
         previous: str | None = None
         for arg in argv:
             found.extend(_found_in(arg, argument=True))
+            words = _words(arg) if _depth < _NESTED_COMMANDS else None
+            if words is not None:
+                found.extend(cls.of_command(words, _depth=_depth + 1).values)
             if previous is not None and arg and not arg.startswith("-"):
                 separate = program is not None and program[1] and previous == program[0]
                 if separate or _is_secret_flag(previous):
@@ -203,6 +242,14 @@ class Secrets:
         `***` whatever its length; inside an argument, masked as in `mask`."""
         if arg in self.values:
             return MASK
+        words = _words(arg)
+        if words is not None:
+            inner = Secrets.of_command(words)
+            if inner.values:
+                # A command line inside the argument: shown as its words, each masked as an
+                # argument, so that a short secret (`--token X`) is masked too.
+                both = Secrets((*self.values, *inner.values))
+                return " ".join(_quoted(both.mask_argument(word)) for word in words)
         for secret in sorted(self._anywhere(), key=len, reverse=True):
             arg = arg.replace(secret, MASK)
         return _replace(arg, _spans(arg, argument=True))
@@ -226,6 +273,30 @@ def _found_in(text: str, *, argument: bool = False) -> list[str]:
         if colon and password and "://" in text[:start]:
             found.append(password)
     return found
+
+
+_NESTED_COMMANDS = 3
+"""How deep command lines inside arguments are read (`sh -c "ssh host 'cmd --token X'"`)."""
+
+
+def _words(arg: str) -> list[str] | None:
+    """The words of an argument that is itself a command line (it holds whitespace and more
+    than one word), as a shell splits it (on whitespace where its quotes do not close)."""
+    if not any(char.isspace() for char in arg):
+        return None
+    try:
+        words = shlex.split(arg)
+    except ValueError:
+        words = arg.split()
+    return words if len(words) > 1 else None
+
+
+def _quoted(word: str) -> str:
+    """`word` shell-quoted for a command line inside an argument, a mask left bare (the
+    argument is quoted as a whole already: `'exec server --token ***'`)."""
+    if shlex.quote(word.replace(MASK, "x")) == word.replace(MASK, "x"):
+        return word
+    return shlex.quote(word)
 
 
 def _is_secret_flag(arg: str) -> bool:

@@ -420,6 +420,9 @@ async def main() -> None:
     # Secrets a real server takes on its command line (the proxy must never show them).
     parser.add_argument("--api-key")
     parser.add_argument("--token")
+    parser.add_argument("--pat")
+    parser.add_argument("--config")  # JSON, as some servers take their settings
+    parser.add_argument("--env", action="append")  # NAME=VALUE, docker's spelling
     args = parser.parse_args()
     if args.pid_file:
         with open(args.pid_file, "w", encoding="utf-8") as file:

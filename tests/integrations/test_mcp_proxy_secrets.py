@@ -9,7 +9,9 @@ from frameworks import require_framework
 
 require_framework("mcp", "mcp")
 
+import json  # noqa: E402
 import os  # noqa: E402
+import shlex  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -43,8 +45,9 @@ def _everything_shown(workdir: Path, stderr: Path, said: list[str]) -> str:
     for session in sessions(workdir):
         for path in sorted((workdir / "sessions" / session).iterdir()):
             parts.append(path.read_text(encoding="utf-8", errors="replace"))
-        shown = subprocess.run([*cli, "show", session], capture_output=True, text=True)
-        parts += [shown.stdout, shown.stderr]
+        for how in ([], ["--full"], ["--json"]):
+            shown = subprocess.run([*cli, "show", session, *how], capture_output=True, text=True)
+            parts += [shown.stdout, shown.stderr]
     listed = subprocess.run([*cli, "ls"], capture_output=True, text=True)
     return "\n".join([*parts, listed.stdout, listed.stderr])
 
@@ -78,6 +81,50 @@ async def test_secrets_on_the_wrapped_command_line_reach_no_output(
     assert "--api-key=***" in shown
     for secret in SECRETS:
         assert secret not in shown
+
+
+GITHUB = "Zq7-ghp-51a0e2"
+PAT = "Zq7-pat-0d44"
+CONFIG_KEY = "Zq7-cfg-8e21aa"
+SHORT = "Zq7s"  # shorter than a secret masked wherever it appears: masked where it is read
+
+
+@pytest.mark.parametrize("shape", ["argv", "sh -c"])
+async def test_secrets_in_env_json_and_shell_string_shapes_reach_no_output(
+    workdir: Path, tmp_path: Path, shape: str
+) -> None:
+    # docker's `--env=NAME=VALUE`, a JSON settings argument, `--pat`, and all of it inside
+    # one shell string (`sh -c 'exec server ...'`), as MCP client configs spell servers.
+    pid_file = tmp_path / "server.pid"
+    stderr = tmp_path / "stderr"
+    arguments = [
+        "--pid-file",
+        str(pid_file),
+        f"--env=GITHUB_TOKEN={GITHUB}",
+        "--pat",
+        PAT,
+        "--config",
+        json.dumps({"apiKey": CONFIG_KEY, "model": "m"}),
+        "--token",
+        SHORT,
+    ]
+    server = server_command(*arguments)
+    if shape == "sh -c":
+        server = ["sh", "-c", f"exec {shlex.join(server)}"]
+    said: list[str] = []
+    async with proxied(workdir, server=server, stderr=stderr) as client:
+        assert text_of(await client.call_tool("echo", {"text": "hi"})) == "hi"
+        os.kill(pid_in(pid_file), signal.SIGKILL)
+        for _ in range(3):  # the first request may still be the one that sees it close
+            with pytest.raises(MCPError) as gone:
+                await client.call_tool("echo", {"text": "again"})
+            said.append(gone.value.message)
+    assert process_gone(pid_in(pid_file))
+    assert "closed the connection" in said[-1] and "GITHUB_TOKEN=***" in said[-1]
+    shown = _everything_shown(workdir, stderr, said)
+    assert '"apiKey": "***"' in shown or '\\"apiKey\\": \\"***\\"' in shown
+    for secret in (GITHUB, PAT, CONFIG_KEY, SHORT):
+        assert secret not in shown, secret
 
 
 def test_a_wrapped_command_that_cannot_start_is_named_without_its_secrets(
