@@ -190,6 +190,45 @@ def test_a_bad_transcript_is_one_line_exit_2_and_creates_nothing(
     assert not (tmp_path / "ws").exists()
 
 
+def _codex_rollout(call: dict[str, Any]) -> str:
+    """A Codex rollout whose third line is the function_call `call` (a blank line before it)."""
+    rows = [
+        {"type": "session_meta", "payload": {"id": "r1"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": []}},
+        {"type": "response_item", "payload": {"type": "function_call", "arguments": "{}", **call}},
+    ]
+    return "\n".join([json.dumps(rows[0]), json.dumps(rows[1]), "", json.dumps(rows[2])]) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        (
+            {"call_id": {"x": 1}, "name": ["shell"]},
+            "line 4: the function_call item's call_id holds a dict ({'x': 1}), where a string "
+            "belongs",
+        ),
+        (
+            {"call_id": "c1", "name": ["shell"]},
+            "line 4: the function_call item's name holds a list (['shell']), where a string "
+            "belongs",
+        ),
+        ({"name": "shell"}, "line 4: the function_call item's call_id holds nothing"),
+    ],
+)
+def test_a_codex_field_of_the_wrong_type_is_one_line_naming_its_line_and_field(
+    tmp_path: Path, cli: Callable[..., Any], call: dict[str, Any], said: str
+) -> None:
+    path = tmp_path / "rollout.jsonl"
+    path.write_text(_codex_rollout(call))
+    for fmt in (["--format", "codex"], []):
+        result = cli("replay", path, *fmt, "--workdir", tmp_path / "ws")
+        assert result.code == 2 and result.err.count("\n") == 1, result.err
+        assert f"is not valid codex: {said}" in result.err
+        assert "pydantic" not in result.err and "ValidationError" not in result.err
+    assert not (tmp_path / "ws").exists()
+
+
 def test_a_missing_transcript_or_config(tmp_path: Path, cli: Callable[..., Any]) -> None:
     result = cli("replay", tmp_path / "nope.json", "--workdir", tmp_path / "ws")
     assert result.code == 2 and "is not a file" in result.err

@@ -29,6 +29,19 @@ class Run:
     messages: list[Any]  # ctxoffload Msg
 
 
+class _Rows(list[Any]):
+    """The rows of a JSONL transcript, with the line of the file each was read from (blank
+    lines are skipped), so that an error names the line a person opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[int] = []
+
+    def line_of(self, index: int) -> str:
+        """How an error names the row at `index`: `line N`."""
+        return f"line {self.lines[index]}"
+
+
 def _read_json_or_lines(path: Path) -> tuple[Any | None, list[Any] | None]:
     """The file as one JSON value, or as JSONL rows; (None, None) when it is neither.
 
@@ -50,13 +63,14 @@ def _read_json_or_lines(path: Path) -> tuple[Any | None, list[Any] | None]:
         raise CliError(f"transcript {str(path)!r} is {exc}: it is no transcript") from None
     except ValueError:
         pass
-    rows = []
+    rows = _Rows()
     lines = text.splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             rows.append(load_json(line))
+            rows.lines.append(number)
         except TooDeep as exc:
             raise CliError(
                 f"transcript {str(path)!r}: line {number} is {exc}: it is no transcript"
@@ -325,15 +339,19 @@ def _codex(value: Any, rows: list[Any] | None, name: str) -> list[Run]:
     from ..formats.responses import ITEM_KEY, from_responses
     from ..messages import Msg
 
-    kept = [
-        row
-        for row in _records(value, rows)
+    records = _records(value, rows)
+    at = [
+        index
+        for index, row in enumerate(records)
         if isinstance(row, dict)
         and row.get("type") == "response_item"
         and isinstance(row.get("payload"), dict)
     ]
+    kept = [records[index] for index in at]
+    where_of = (lambda i: records.line_of(at[i])) if isinstance(records, _Rows) else None
+    items = from_responses([row["payload"] for row in kept], where_of=where_of)
     msgs: list[Msg] = []
-    for row, msg in zip(kept, from_responses([row["payload"] for row in kept]), strict=True):
+    for row, msg in zip(kept, items, strict=True):
         if ITEM_KEY in (msg.metadata or {}):
             continue
         when = recorded_at(row.get("timestamp"))
@@ -396,11 +414,28 @@ def load_transcript(path: Path, fmt: str | None = None) -> tuple[str, list[Run]]
     name = path.name.split(".")[0]
     try:
         runs = FORMATS[detected](value, rows, name)
-    except (CtxOffloadError, KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+    except CtxOffloadError as exc:  # says what and where in one line
+        raise CliError(f"transcript {str(path)!r} is not valid {detected}: {exc}") from exc
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
         raise CliError(
-            f"transcript {str(path)!r} is not valid {detected} ({type(exc).__name__}: {exc})"
+            f"transcript {str(path)!r} is not valid {detected} ({_one_line(exc)})"
         ) from exc
     runs = [r for r in runs if r.messages]
     if not runs:
         raise CliError(f"transcript {str(path)!r} holds no messages ({detected})")
     return detected, runs
+
+
+def _one_line(exc: Exception) -> str:
+    """An error a format's reader did not word, in one line: pydantic's first complaint
+    (the field, what it holds, what belongs there), without its documentation URL."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "the value"
+        held = repr(first.get("input"))
+        held = held if len(held) <= 40 else held[:37] + "..."
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        return f"{field} holds {held}: {first['msg'].lower()}{more}"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

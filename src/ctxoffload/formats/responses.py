@@ -11,7 +11,7 @@ back unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -38,15 +38,19 @@ ITEM_KEY = "responses_item"
 _ROLES = {"developer": "system", "system": "system", "user": "user", "assistant": "assistant"}
 
 
-def from_responses(items: Sequence[Any]) -> list[Msg]:
+def from_responses(
+    items: Sequence[Any], *, where_of: Callable[[int], str] | None = None
+) -> list[Msg]:
     """ctxoffload messages for Responses-API input items, one `Msg` per item, oldest first.
 
     Args:
         items: input items as dicts (`TResponseInputItem`) or the SDK's pydantic objects.
+        where_of: how an error names the item at an index (a transcript's reader names its
+            line); `items[i]` by default.
 
     Raises:
-        InvalidContent: an item is not a dict or an SDK object, or nests deeper than a
-            message may (108 levels), named by its index.
+        InvalidContent: an item is not a dict or an SDK object, nests deeper than a message
+            may (108 levels), or has a call id or name that is no string, named by its index.
 
     Returns:
         One `Msg` per item: a message's role and parts (`input_text` / `output_text` as
@@ -58,10 +62,11 @@ def from_responses(items: Sequence[Any]) -> list[Msg]:
     names: dict[str, str] = {}  # call id -> tool name, so an output names its tool
     out: list[Msg] = []
     for index, item in enumerate(items):
-        fields = _as_dict(item, f"items[{index}]")
+        where = f"items[{index}]" if where_of is None else where_of(index)
+        fields = _as_dict(item, where)
         if fields.get("type") == "function_call":
             names[str(fields.get("call_id"))] = str(fields.get("name", ""))
-        out.append(_msg(fields, names))
+        out.append(_msg(fields, names, where))
     return out
 
 
@@ -113,14 +118,33 @@ def _as_dict(item: Any, where: str) -> dict[str, Any]:
     return dict(item)
 
 
-def _msg(item: dict[str, Any], names: Mapping[str, str]) -> Msg:
+def _string(
+    item: Mapping[str, Any],
+    key: str,
+    where: str,
+    default: str | None = None,
+    expected: str = "a string",
+) -> str:
+    """`item[key]`, refused (InvalidContent in one line) when it is no string."""
+    value = item.get(key, default)
+    if isinstance(value, str):
+        return value
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    held = "nothing" if value is None else f"a {type(value).__name__} ({shown})"
+    raise InvalidContent(
+        f"{where}: the {item.get('type')} item's {key} holds {held}, where {expected} belongs"
+    )
+
+
+def _msg(item: dict[str, Any], names: Mapping[str, str], where: str) -> Msg:
     kind = item.get("type", "message" if "role" in item else None)
     if kind == "message" and item.get("role") in _ROLES:
         role = item["role"]
         metadata = {"role": role} if role == "developer" else {}
         content = item.get("content", "")
+        parts = content if isinstance(content, list) else [content]
         blocks: str | list[Block] = (
-            content if isinstance(content, str) else [_block(part) for part in content]
+            content if isinstance(content, str) else [_block(part) for part in parts]
         )
         return Msg(role=_ROLES[role], content=blocks, metadata=metadata)  # type: ignore[arg-type]
     if kind == "function_call":
@@ -134,20 +158,29 @@ def _msg(item: dict[str, Any], names: Mapping[str, str]) -> Msg:
         except ValueError:
             parsed = None
         call_input = parsed if isinstance(parsed, dict) else {"_raw": arguments}
-        call = ToolCallBlock(id=item["call_id"], name=item.get("name", ""), input=call_input)
+        call = ToolCallBlock(
+            id=_string(item, "call_id", where),
+            name=_string(item, "name", where, default=""),
+            input=call_input,
+        )
         return Msg(role="assistant", content=[call])
     if kind == "function_call_output":
         output = item.get("output", "")
+        if not isinstance(output, (str, list)):
+            _string(item, "output", where, expected="a string or a list of parts")
+        call_id = _string(item, "call_id", where)
         result = ToolResultBlock(
-            id=item["call_id"],
-            name=names.get(item["call_id"], ""),
+            id=call_id,
+            name=names.get(call_id, ""),
             output=output if isinstance(output, str) else [_block(part) for part in output],
         )
         return Msg(role="tool", content=[result])
     return Msg(role="assistant", content=[], metadata={ITEM_KEY: item})
 
 
-def _block(part: Mapping[str, Any]) -> TextBlock | DataBlock:
+def _block(part: Any) -> TextBlock | DataBlock:
+    if not isinstance(part, Mapping):  # a bare string or value where a part belongs: its text
+        return TextBlock(text=part if isinstance(part, str) else json_text(part))
     kind = part.get("type")
     if kind in ("input_text", "output_text"):
         return TextBlock(text=str(part.get("text", "")))
