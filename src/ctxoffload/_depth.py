@@ -225,7 +225,7 @@ def _leaf(value: Any, exact: bool = False) -> str:
         return json.dumps(f"<{type(value).__name__} whose repr raised {type(exc).__name__}>")
 
 
-def text_form(value: Any, *, exact: bool = False) -> str:
+def text_form(value: Any, *, exact: bool = False, limit: int | None = None) -> str:
     """`value` as compact JSON text, at any depth, for the record of what could not be stored.
 
     JSON values come out as `json.dumps(value, separators=(",", ":"))` would write them;
@@ -234,18 +234,25 @@ def text_form(value: Any, *, exact: bool = False) -> str:
     hex; a container inside itself as `"<cycle>"`. Never recurses; never raises unless
     `exact` (JSON values only, as `json.dumps` takes them).
 
+    With `limit`, the text stops soon after that many characters (a message showing the
+    start of a value 100,000 levels deep reads a few of them, not all).
+
     Raises:
         TypeError: with `exact`, a value that is not a JSON value (a model included).
         ValueError: with `exact`, a container inside itself, an int too long to write.
     """
     model = _model_class() if not exact else None
     out: list[str] = []
+    size = 0
     open_ids: set[int] = set()
     stack: list[Any] = [value]
     while stack:
+        if limit is not None and size > limit:
+            break
         item = stack.pop()
         if isinstance(item, _Emit):
             out.append(item)
+            size += len(item)
             continue
         if isinstance(item, _Leave):
             open_ids.discard(item.key)
@@ -261,6 +268,7 @@ def text_form(value: Any, *, exact: bool = False) -> str:
             opening, closing = "[", "]"
         else:
             out.append(_leaf(item, exact))
+            size += len(out[-1])
             continue
         if key in open_ids:
             if exact:
@@ -269,6 +277,7 @@ def text_form(value: Any, *, exact: bool = False) -> str:
             continue
         open_ids.add(key)
         out.append(opening)
+        size += 1
         # Pushed in reverse, so the stack pops them in order.
         stack.append(_Leave(key))
         stack.append(_Emit(closing))

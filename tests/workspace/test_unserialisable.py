@@ -220,3 +220,24 @@ JSON_VALUES = st.recursive(
 def test_the_text_form_of_a_json_value_is_its_compact_json(value: Any) -> None:
     assert text_form(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     assert json.loads(text_form(value)) == value
+
+
+class CountedList(list[Any]):
+    """A list that counts how many of its kind were read (`text_form` iterates each)."""
+
+    read = 0
+
+    def __iter__(self) -> Any:
+        CountedList.read += 1
+        return super().__iter__()
+
+
+def test_text_form_with_a_limit_reads_only_the_start_of_a_deep_value() -> None:
+    deep: Any = CountedList()
+    for _ in range(50_000):
+        deep = CountedList([deep, "x"])
+    CountedList.read = 0
+    text = text_form(deep, limit=60)
+    assert 60 <= len(text) < 200 and text.startswith("[[[[")
+    assert CountedList.read < 200  # a few levels, not 50,000
+    assert text_form(deep, limit=10**9) == text_form(deep)  # a limit not reached changes nothing

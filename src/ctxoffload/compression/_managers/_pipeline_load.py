@@ -58,7 +58,7 @@ def _show(value: Any) -> str:
         return f"a {digits}-digit number"
     shown = repr(value) if isinstance(value, (str, int, float)) or value is None else None
     if shown is None:
-        shown = text_form(value)
+        shown = text_form(value, limit=_SHOWN)
     return shown if len(shown) <= _SHOWN else shown[: _SHOWN - 1] + "…"
 
 

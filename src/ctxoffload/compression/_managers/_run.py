@@ -682,7 +682,7 @@ def _ambiguous(call_id: str, holding: Sequence[Msg], kind: str) -> str:
 
 def _call_text(name: str, arguments: Mapping[str, Any]) -> str:
     """`name {arguments as JSON}`, the arguments cut to a few dozen characters."""
-    shown = text_form(arguments)
+    shown = text_form(arguments, limit=_ARGUMENTS_SHOWN)
     if len(shown) > _ARGUMENTS_SHOWN:
         shown = shown[: _ARGUMENTS_SHOWN - 1] + "…"
     return f"{name} {shown}"
