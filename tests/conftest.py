@@ -6,19 +6,42 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
-from hypothesis import settings
 
-from ctxoffload import InMemoryWorkspace, LocalWorkspace, SqlWorkspace
-from ctxoffload.workspace import Workspace
-from helpers import snapshot_tree
-from openai_server import OpenAIServer
-from pg_server import PostgresServer, start_or_skip
-from s3_server import s3  # noqa: F401  (the fixture: an S3 API on loopback, for every folder)
+def _cache_bytecode() -> None:
+    """Where PYTHONDONTWRITEBYTECODE is set (some CI machines set it), every pytest-xdist
+    worker would rewrite and compile every test module again (about 30 s of CPU each), and
+    every interpreter a test starts would compile the package from source again. The suite
+    keeps its bytecode in one folder of the system's temporary directory instead
+    (PYTHONPYCACHEPREFIX), never beside the sources, so what that variable keeps clean stays
+    clean. Set here, before the package is imported, and inherited by the workers and every
+    child process. A PYTHONPYCACHEPREFIX already set is kept."""
+    if not sys.dont_write_bytecode:
+        return
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX") or os.path.join(
+        tempfile.gettempdir(), f"ctxoffload-tests-pycache-{os.getuid()}"
+    )
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.pycache_prefix = prefix
+    sys.dont_write_bytecode = False
+
+
+_cache_bytecode()
+
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+from ctxoffload import InMemoryWorkspace, LocalWorkspace, SqlWorkspace  # noqa: E402
+from ctxoffload.workspace import Workspace  # noqa: E402
+from helpers import snapshot_tree  # noqa: E402
+from openai_server import OpenAIServer  # noqa: E402
+from pg_server import PostgresServer, start_or_skip  # noqa: E402
+from s3_server import s3  # noqa: E402, F401  (the fixture: an S3 API on loopback, for every folder)
 
 # No wall-clock limit on any example: the suite runs on more workers than cores, and a slow
 # moment on a busy machine is not a failure.
