@@ -38,14 +38,16 @@ from hypothesis import settings  # noqa: E402
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, SqlWorkspace  # noqa: E402
 from ctxoffload.workspace import Workspace  # noqa: E402
-from helpers import snapshot_tree  # noqa: E402
+from helpers import examples, snapshot_tree  # noqa: E402
 from openai_server import OpenAIServer  # noqa: E402
 from pg_server import PostgresServer, start_or_skip  # noqa: E402
 from s3_server import s3  # noqa: E402, F401  (the fixture: an S3 API on loopback, for every folder)
 
 # No wall-clock limit on any example: the suite runs on more workers than cores, and a slow
-# moment on a busy machine is not a failure.
-settings.register_profile("ctxoffload", deadline=None)
+# moment on a busy machine is not a failure. A property test that sets no count of its own
+# draws hypothesis's 100 examples where CI runs it, a quarter in a contributor's run (see
+# `helpers.examples`, which the others use).
+settings.register_profile("ctxoffload", deadline=None, max_examples=examples(100))
 settings.load_profile("ctxoffload")
 
 

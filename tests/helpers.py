@@ -36,6 +36,20 @@ from ctxoffload import (
 )
 from ctxoffload.compression import PipelineRun
 
+THOROUGH = (
+    os.environ.get("CI", "").lower() == "true" or os.environ.get("CTXOFFLOAD_THOROUGH") == "1"
+)
+"""Whether property tests draw every example they are written for: where CI runs them
+(`.ci/run` sets CI=true) or CTXOFFLOAD_THOROUGH=1 asks for it."""
+
+
+def examples(count: int) -> int:
+    """How many examples a property test with `@settings(max_examples=examples(count))` draws:
+    `count` where the run is THOROUGH, a quarter of it (at least 10) in a contributor's run of
+    the README's command, which stays within its few minutes; CI draws them all, so nothing is
+    tested less before a change lands (CONTRIBUTING.md, docs/benchmarks.md)."""
+    return count if THOROUGH else max(10, count // 4)
+
 
 def summary_reply(mark: str) -> dict[str, str]:
     """A summary model's answer: every field of `Summary`, each `'<mark> <field>'`, so a test

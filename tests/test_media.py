@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from ctxoffload._media import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, check_image
-from helpers import png_image
+from helpers import examples, png_image
 
 
 def _image(kind: str, width: int = 37, height: int = 23, **options: object) -> bytes:
@@ -72,7 +72,7 @@ def test_an_animated_gif_and_webp_are_images_too() -> None:
         assert check.media_type == media_type
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(name=st.sampled_from(sorted(REAL)), cut=st.floats(0.0, 1.0, exclude_max=True))
 def test_a_truncated_image_is_never_sent(name: str, cut: float) -> None:
     data, _ = REAL[name]
@@ -85,7 +85,7 @@ def test_the_last_byte_missing_is_enough_to_refuse() -> None:
         assert not check_image(data[:-1]).is_sendable, name
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(at=st.integers(0, 10_000), value=st.integers(0, 255))
 def test_a_png_sent_is_a_png_a_decoder_reads(at: int, value: int) -> None:
     data = bytearray(REAL["png"][0])

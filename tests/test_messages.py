@@ -34,7 +34,7 @@ from ctxoffload import (
     to_msgs,
     to_openai,
 )
-from helpers import corpus_file, install_hint
+from helpers import corpus_file, examples, install_hint
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake image bytes").decode()
 WAV = base64.b64encode(b"RIFF fake wav").decode()
@@ -805,7 +805,7 @@ def openai_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     return messages
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(openai_conversations())
 def test_openai_round_trip_holds_for_generated_conversations(
     messages: list[dict[str, Any]],
@@ -862,7 +862,7 @@ def anthropic_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     return messages
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(anthropic_conversations(), st.none() | _text)
 def test_anthropic_round_trip_holds_for_generated_conversations(
     messages: list[dict[str, Any]], system: str | None

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload._secrets import MASK, Secrets, is_secret_name, masked_command, masked_url
+from helpers import examples
 
 # A secret is told apart from the rest of a command by its first characters (which no other
 # part of the commands built here holds), so that finding it in the output means it leaked.
@@ -86,7 +87,7 @@ def test_plain_names_are_not(name: str) -> None:
     assert not is_secret_name(name)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(secret=any_secret, name=st.sampled_from(SECRET_NAMES), form=st.integers(0, 4))
 def test_a_secret_in_a_command_never_appears_in_any_output(
     secret: str, name: str, form: int
@@ -97,7 +98,7 @@ def test_a_secret_in_a_command_never_appears_in_any_output(
         assert shlex.quote(secret) not in shown, (argv, shown)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     secret=any_secret,
     name=st.sampled_from(SECRET_NAMES),
@@ -123,7 +124,7 @@ def test_a_secret_in_a_url_never_appears_in_any_output(secret: str, name: str, w
         assert secret not in text and encoded not in text, (url, text)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(token=token_secret)
 def test_a_bearer_token_is_masked_in_an_argument_and_in_any_text(token: str) -> None:
     argv = ["npx", "mcp-remote", "https://h/mcp", "--header", f"Authorization: Bearer {token}"]
@@ -202,7 +203,7 @@ def test_the_shapes_a_wrapped_command_hides_its_secrets_in_are_masked(
     assert "Zq7" not in secrets.mask(f"could not start {shlex.join(argv)}")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(secret=token_secret, name=st.sampled_from(SECRET_NAMES), quote=st.sampled_from("\"'"))
 def test_a_secret_in_a_quoted_field_or_a_nested_assignment_never_appears(
     secret: str, name: str, quote: str

@@ -45,7 +45,7 @@ from ctxoffload.text import (
     tagged,
     transcript_entry,
 )
-from helpers import delimiters_in
+from helpers import delimiters_in, examples
 
 # Text the model saw that JSON must escape or that a naive decoder would split: quotes,
 # backslashes, newlines, tabs, non-ASCII; no carriage return (a line ends there for Grep) and
@@ -120,7 +120,7 @@ def _agent_lines(workdir: Path, literal: str) -> set[int]:
     return {int(m) for m in re.findall(r"^sessions/s1/context\.jsonl:(\d+):", found, re.M)}
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(msgs=_messages(), data=st.data())
 def test_ctxoffload_grep_and_the_agents_grep_find_the_same_log_lines(
     tmp_path: Path, msgs: list[Msg], data: st.DataObject
@@ -170,7 +170,7 @@ def test_a_payload_name_or_type_that_is_not_text_is_left_out(odd: object) -> Non
         assert "name=" not in lines[1] and "media_type=" not in lines[1]
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(msgs=_messages())
 def test_the_text_of_a_message_is_its_lines_joined(msgs: list[Msg]) -> None:
     # `message_text` is built without splitting the message's strings: the artifact index
@@ -181,7 +181,7 @@ def test_the_text_of_a_message_is_its_lines_joined(msgs: list[Msg]) -> None:
             assert message_text(msg) == "\n".join(message_lines(msg))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     arguments=st.dictionaries(
         st.one_of(st.text(max_size=8), st.integers(-3, 3)), st.text(max_size=20), max_size=4
@@ -234,7 +234,7 @@ def _own_messages(draw: st.DrawFn) -> Msg:
     return msg
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(msg=_own_messages())
 def test_a_message_of_its_own_blocks_reads_as_the_walk_reads_it(msg: Msg) -> None:
     # A `Msg` of text, tool call and string tool result blocks (nearly every message the

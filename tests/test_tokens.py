@@ -43,7 +43,14 @@ from ctxoffload.tokens import (
     TiktokenCounter,
     encoding_for_model,
 )
-from helpers import WHITESPACE_PADDING, corpus_files, corpus_missing, padded_report, tokenized_ids
+from helpers import (
+    WHITESPACE_PADDING,
+    corpus_files,
+    corpus_missing,
+    examples,
+    padded_report,
+    tokenized_ids,
+)
 
 SAMPLES = [
     "hello world",
@@ -670,7 +677,7 @@ def test_a_heuristic_count_is_whole() -> None:
 _ANY_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     texts=st.lists(_ANY_TEXT, min_size=2, max_size=30),
     images=st.integers(0, 3),
@@ -856,7 +863,7 @@ def test_a_whitespace_run_is_encoded_in_pieces_of_bounded_size() -> None:
     assert sum(recording.sizes) == len(text)  # every character counted, once
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     runs=st.lists(
         st.tuples(
@@ -948,7 +955,7 @@ def _counter(*, fast: bool) -> Any:
     return _COUNTERS[fast]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(text=st.text(max_size=300))
 def test_the_fast_counter_counts_any_text_as_tiktoken_does(text: str) -> None:
     # Lone surrogates included: both replace them before counting.
@@ -992,7 +999,7 @@ def _split_counter(name: str, fast: bool) -> Any:
 _CUT_CHARACTERS = " \n\r\t\u3000\x0b/-:()|'`.…09aZé"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(alphabet=_CUT_CHARACTERS, max_size=120))
 @pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
 @pytest.mark.parametrize("fast", [False, True], ids=["tiktoken", "rs-bpe"])
@@ -1090,7 +1097,7 @@ def _assert_count_over_holds(
     return bounds
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     piece=st.text(alphabet=_CUT_CHARACTERS, min_size=1, max_size=120),
     limit=st.sampled_from([1, 50, 3_000]),
@@ -1120,7 +1127,7 @@ def _size_counters() -> list[Any]:
     ]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     text=st.text(
         alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=120

@@ -25,6 +25,7 @@ from ctxoffload._disk.events import (
 )
 from ctxoffload._disk.records import KINDS, Event
 from ctxoffload._disk.rows import dumps_line, dumps_record
+from helpers import examples
 
 OLD_LINES = Path(__file__).parent / "data" / "events-24678e9.jsonl"
 
@@ -234,7 +235,7 @@ def _read(line: bytes) -> Any:
 
 
 @given(fields=st.dictionaries(_any_text, _event_values, max_size=6))
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 def test_an_event_line_reads_back_as_the_line_json_writes(fields: dict[str, Any]) -> None:
     # The event writer's line (pydantic-core's serialiser, `json` for what it refuses) holds
     # the same values as `dumps_line`'s; without a float (whose exponent it pads less), the

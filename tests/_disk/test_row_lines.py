@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from ctxoffload import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from ctxoffload._disk.payloads import JsonRow, message_json
 from ctxoffload._disk.rows import TextRow, dumps_row, row_line_and_key
+from helpers import examples
 
 _text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",)),  # no lone surrogates: Msg refuses
@@ -69,7 +70,7 @@ class Foreign(BaseModel):
     timestamp: str
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(msg=_messages)
 def test_a_msg_row_gives_the_line_and_key_of_its_serialised_row(msg: Msg) -> None:
     row = _row(msg)
@@ -83,7 +84,7 @@ def test_a_msg_row_gives_the_line_and_key_of_its_serialised_row(msg: Msg) -> Non
     assert row_line_and_key(reread) == fast
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(content=_text, msg_id=_text.filter(bool))
 def test_another_models_row_gives_the_line_and_key_of_its_serialised_row(
     content: str, msg_id: str
@@ -132,7 +133,7 @@ def _as_stored_before(msg: BaseModel) -> Any:
     return json.loads(msg.model_dump_json())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(msg=_messages)
 def test_a_message_stored_without_a_payload_store_is_the_value_of_its_json(msg: Msg) -> None:
     # The session's record and state.json keep payloads inline: the value is read from the

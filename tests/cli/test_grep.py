@@ -21,6 +21,7 @@ from ctxoffload._search.matcher import compile_matcher, required_literal
 from ctxoffload.cli.ui._model import UiModel
 from ctxoffload.exceptions import InvalidContent
 from ctxoffload.readback import escape, memory_tool
+from helpers import examples
 
 
 def test_grep_names_file_and_line(filled: Path, cli: Callable[..., Any]) -> None:
@@ -216,7 +217,7 @@ def test_a_pattern_that_is_not_utf8_is_searched_as_bytes(filled: Path) -> None:
 # every line crosses a piece boundary somewhere, lines are longer than a piece, and the last
 # line may lack its newline: the lines reported must still be exactly those of a plain
 # line-by-line match, with their numbers.
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     text=st.text(alphabet="ab\nxé\r", max_size=300),
     pattern=st.sampled_from(
@@ -302,7 +303,7 @@ _TOKENS = [
 ]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     tokens=st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=8),
     lines=st.lists(st.text(alphabet="ab-= .1é", max_size=12), min_size=1, max_size=25),

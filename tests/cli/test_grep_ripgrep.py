@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload.cli._grep_ripgrep import RG_READ, ripgrep_can, ripgrep_path, ripgrep_pattern
+from helpers import examples
 from helpers import on_a_terminal as run_on_a_terminal
 
 LINES = [
@@ -475,7 +476,7 @@ def test_cli_grep_finds_the_lines_and_text_the_agents_grep_finds(
     assert [(hit["line"], hit["text"]) for hit in json.loads(out)] == agent
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     lines=st.lists(
         st.sampled_from(["a", "ab", "a\r", "b\r", "a\rb", "a\r\r", "\r", "", "a.$", "$\r"]),
@@ -508,7 +509,7 @@ def test_ripgrep_finds_what_re2_finds_in_lines_with_carriage_returns(
     assert grep(workdir, ["--", pattern], rg) == grep(workdir, ["--", pattern], "python")
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(
     lines=st.lists(
         st.sampled_from([b"a1", b"\xff1", b"a\xff", b"\xe9a", b"\xef\xbf\xbd", b"a b", b"", b"]"]),

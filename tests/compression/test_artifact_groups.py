@@ -18,7 +18,7 @@ from ctxoffload.compression import Compressor
 from ctxoffload.compression._index._artifact_index import ArtifactIndex
 from ctxoffload.compression._index._artifacts import FoundArtifact, find_artifacts
 from ctxoffload.readback import workspace_tools
-from helpers import call, delimiters_in, summary_reply
+from helpers import call, delimiters_in, examples, summary_reply
 
 COUNTER = get_token_counter(exact=True)
 FILLER = " ".join(f"word{j}" for j in range(80))
@@ -214,7 +214,7 @@ _VALUES = (
 
 
 @pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])  # o200k, cl100k
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     entries=st.lists(
         st.tuples(st.sampled_from(["path", "command", "id"]), _VALUES, st.integers(1, 4)),
@@ -383,7 +383,7 @@ _COMMANDS = st.builds(
 _IDS = st.builds(lambda n: f"ORD-{n}", st.integers(10_000, 10_040))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     messages=st.lists(
         st.lists(st.one_of(_PATHS, _COMMANDS, _IDS), min_size=1, max_size=12),
@@ -434,7 +434,7 @@ _HOSTILE_PATHS = st.one_of(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     entries=st.lists(
         st.tuples(
@@ -604,7 +604,7 @@ def test_a_directory_is_named_by_the_paths_that_go_through_it() -> None:
 _PART = st.sampled_from(["src", "a", "b", "lib", "x.py", "y.md", ".", "..", "pkg", "t"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(
         st.tuples(

@@ -31,6 +31,7 @@ from helpers import (
     corpus_files,
     corpus_missing,
     delimiters_in,
+    examples,
     summary_reply,
 )
 
@@ -536,7 +537,7 @@ _PIECES = [
 _SCANNED = st.lists(st.sampled_from(_PIECES), max_size=60).map("".join)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(text=_SCANNED)
 def test_the_patterns_the_set_rules_out_find_nothing(text: str) -> None:
     # The set only picks which patterns to run, spans are read through the compiled object,
@@ -556,7 +557,7 @@ _ASCII_PATHS = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(text=_ASCII_PATHS)
 def test_a_path_in_ascii_text_is_found_without_its_capture_group(text: str) -> None:
     # In an ASCII text the path patterns run without their group, and the path's start is
@@ -578,7 +579,7 @@ _ASCII_VALUES = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(text=_ASCII_VALUES)
 def test_the_paths_and_ids_of_an_ascii_text_are_kept_as_cutting_would_keep_them(
     text: str,
@@ -614,7 +615,7 @@ _PROMPTED = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(text=_PROMPTED, cap=st.integers(1, 6))
 def test_prompt_lines_outside_a_fence_are_found_as_every_line_would_find_them(
     text: str, cap: int
@@ -687,7 +688,7 @@ _FENCED = st.lists(
 ).map("\n".join)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(text=_FENCED, cap=st.integers(1, 8))
 def test_shell_blocks_are_found_as_reading_every_line_finds_them(text: str, cap: int) -> None:
     # Only a shell block's lines are read one by one; elsewhere `$ ` lines are found from
@@ -720,7 +721,7 @@ _VALUES = st.one_of(
 ).filter(bool)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(value=_VALUES, kind=st.sampled_from(["command", "path", "url", "id"]))
 def test_a_value_is_kept_as_cutting_it_would_keep_it(value: str, kind: str) -> None:
     from ctxoffload.compression._index._artifacts import _cut, _put

@@ -41,7 +41,7 @@ from ctxoffload import (
 )
 from ctxoffload.compression import CompressionResult, Compressor, is_context_note
 from ctxoffload.tokens import TokenCount
-from helpers import SUMMARY, corpus_cases, corpus_files, tokenized_ids
+from helpers import SUMMARY, corpus_cases, corpus_files, examples, tokenized_ids
 
 CORPUS_CASES = corpus_cases(corpus_files())
 
@@ -199,7 +199,7 @@ def session(steps: list[Any]) -> list[Msg]:
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

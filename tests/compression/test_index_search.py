@@ -8,9 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload.compression._index._search import IndexClock, most_within
+from helpers import examples
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     costs=st.lists(st.integers(0, 40), min_size=1, max_size=300),
     budget=st.integers(0, 4_000),
@@ -46,7 +47,7 @@ def test_the_search_finds_the_most_within_the_budget(
     assert len(measured) <= 3
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     costs=st.lists(st.integers(0, 40), min_size=1, max_size=300),
     budget=st.integers(0, 4_000),

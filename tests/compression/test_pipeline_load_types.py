@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import ConfigError, ContextPipeline
+from helpers import examples
 
 # Each manager type: the hook it runs at and the settings it needs to load at all.
 KINDS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -180,7 +181,7 @@ JSON = st.recursive(
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(kind=st.sampled_from(list(KINDS)), data=st.data())
 def test_any_json_value_in_any_field_loads_or_names_its_path(
     kind: str, data: st.DataObject

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from ctxoffload import ContextConfig, InvalidContent, LocalWorkspace, Msg
 from ctxoffload.compression import Projector, is_summary_message
-from helpers import plausible_session
+from helpers import examples, plausible_session
 
 CONFIG = ContextConfig(context_window=3000, tool_result_limit=200)
 
@@ -93,7 +93,7 @@ _line = st.one_of(
 
 
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(lines=st.lists(_line, min_size=1, max_size=4))

@@ -47,6 +47,7 @@ from ctxoffload.compression import (
     is_summary_message,
 )
 from ctxoffload.tokens import MESSAGE_OVERHEAD_TOKENS
+from helpers import examples
 
 VOCAB = ["error", "file", "def", "return", "src/app.py:42", "None", "0x1f", "ok", "{", "}"]
 EXOTIC = ["é", "日本語", "🎉", "👩‍💻", "ß", "Ω", "\t", "naïve", "ﬁ", "😀😀"]
@@ -397,7 +398,7 @@ async def check_recoverable(run: Run) -> None:
 
 
 @settings(
-    max_examples=45,
+    max_examples=examples(45),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

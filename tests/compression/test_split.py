@@ -30,7 +30,7 @@ from ctxoffload.compression._turns import (  # the private units under test
     newest_turns,
     turn_start,
 )
-from helpers import SUMMARY
+from helpers import SUMMARY, examples
 
 COUNTER = get_token_counter(exact=False)
 
@@ -95,7 +95,7 @@ def test_turns_group_a_call_message_with_all_of_its_results() -> None:
     ]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     shape=st.lists(
         st.tuples(

@@ -9,11 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload.compression._index._substrings import MOST_READ, RUNS_AT, Substrings
+from helpers import examples
 
 _TEXT = st.text(alphabet="ab/._-0123é ", max_size=40)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     lines=st.lists(_TEXT, max_size=12),
     values=st.lists(_TEXT, max_size=12),
@@ -30,7 +31,7 @@ def test_a_value_is_found_exactly_where_in_finds_it(
         assert held.holding(value) == (longer if value else []), (value, lines)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     first=st.lists(_TEXT, max_size=8),
     then=st.lists(_TEXT, max_size=8),

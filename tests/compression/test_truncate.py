@@ -24,7 +24,7 @@ from ctxoffload import (
 )
 from ctxoffload.compression import TRUNCATION_MARKER, Compressor, ReaderTools
 from ctxoffload.compression._truncate import truncate_tool_result  # the private unit under test
-from helpers import delimiters_in
+from helpers import delimiters_in, examples
 
 COUNTER = get_token_counter(exact=True)
 OWN_TOOLS = ReaderTools(read="Read", grep="Grep", retrieve="retrieve_offloaded_content")
@@ -435,7 +435,7 @@ async def test_an_output_cannot_fake_or_close_the_truncation_notice(
     assert stored.read_text() == text  # byte for byte
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(alphabet="ab .\n\n\u3000x", max_size=80), budget=st.integers(-1, 30))
 def test_the_head_is_the_longest_run_of_whole_lines_within_the_budget(
     text: str, budget: int

@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, convert_to_openai_messages  # noq
 from ctxoffload import Msg, ToolCallBlock  # noqa: E402
 from ctxoffload.formats import to_msgs  # noqa: E402
 from ctxoffload.integrations.langchain import from_langchain  # noqa: E402
+from helpers import examples  # noqa: E402
 
 
 def _round_trip(message: AIMessage) -> Msg:
@@ -59,7 +60,7 @@ def _deep(levels: int) -> dict[str, Any]:
     return value
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     text=st.text(max_size=30) | st.just(""),
     name=st.none() | st.text(min_size=1, max_size=8),

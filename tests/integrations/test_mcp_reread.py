@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload.mcp._reread import LoneSurrogateEscapes, without_lone_surrogate_escapes
+from helpers import examples
 
 _LONE = re.compile("[\ud800-\udfff]")
 
@@ -47,7 +48,7 @@ def _in_pieces(data: bytes, cuts: list[int]) -> bytes:
     return b"".join(out)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     lines=st.lists(
         st.dictionaries(_STRINGS, st.lists(_STRINGS, max_size=3), max_size=3),

@@ -44,6 +44,7 @@ from workspace_kinds import WORKSPACES, shared_server  # noqa: E402
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace  # noqa: E402
 from ctxoffload.integrations.strands import WorkspaceStorage  # noqa: E402
+from helpers import examples  # noqa: E402
 
 NOT_UTF8 = b"\xff\xfe\x80\x00 not utf-8 \xc3\x28 \xed\xa0\x80"
 
@@ -265,7 +266,9 @@ ANY_KEY = st.one_of(
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(key=ANY_KEY, value=st.binary(max_size=64))
 def test_any_key_is_refused_as_strands_refuses_it_or_round_trips_inside(
@@ -312,7 +315,7 @@ async def _outcome(storage: Any, operation: tuple[Any, ...]) -> Any:
         return "StorageError"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(operations=st.lists(OPERATION, max_size=25))
 def test_every_operation_answers_as_strands_in_memory_storage(
     operations: list[tuple[Any, ...]],
@@ -326,7 +329,7 @@ def test_every_operation_answers_as_strands_in_memory_storage(
     asyncio.run(run())
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(operations=st.lists(OPERATION, max_size=15))
 def test_on_disk_every_operation_answers_as_strands_in_memory_storage(
     operations: list[tuple[Any, ...]],

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from ctxoffload import LocalWorkspace
 from ctxoffload.exceptions import InvalidContent
 from ctxoffload.readback import FileToolbox, retrieve_offloaded_content
+from helpers import examples
 
 
 def noise(size: int, seed: int = 0) -> bytes:
@@ -80,7 +81,7 @@ async def test_a_real_image_is_an_image_to_read_and_binary_to_grep(tmp_path: Pat
         assert answer.startswith("Error:") and "binary" in answer, answer
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     text=st.binary(max_size=300),
     noise_share=st.integers(min_value=0, max_value=100),

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ctxoffload._search import matcher as _matcher
 from ctxoffload.readback import FileToolbox, _grep
+from helpers import examples
 
 LINES = [
     "2026-11-20 ERROR export failed: disk quota exceeded",
@@ -154,7 +155,7 @@ def test_a_piece_that_is_not_utf8_numbers_lines_at_newlines_only(root: Path) -> 
 _CHARS = st.sampled_from(["a", "b", " ", "\r", "\n", "\r\n", "é", "\xff"])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     text=st.lists(_CHARS, max_size=40).map("".join),
     pattern=st.sampled_from(

@@ -16,6 +16,7 @@ from readback_files import literal
 from ctxoffload import LocalWorkspace, Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from ctxoffload.readback import FileToolbox, retrieval_tool
 from ctxoffload.text import matching_lines
+from helpers import examples
 
 SEEN = 'print("FAILURE: disk \\\\ é full")'  # quotes, a backslash, non-ASCII: JSON escapes all
 CALLED = 'print("FAILURE: disk")\nprint("naïve \\\\ done")'  # a tool call's argument, two lines
@@ -225,7 +226,7 @@ def messages(draw: st.DrawFn) -> Msg:
 
 
 @given(st.lists(messages(), min_size=1, max_size=6), st.data())
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.too_slow])
 def test_grep_finds_the_log_lines_that_the_rule_of_ctxoffload_text_finds(
     msgs: list[Msg], data: st.DataObject
 ) -> None:

@@ -23,6 +23,7 @@ from ctxoffload._search import matcher as _matcher
 from ctxoffload._search.log import search_log
 from ctxoffload.readback import FileToolbox
 from ctxoffload.readback._retrieval import format_retrieval
+from helpers import examples
 
 PATTERNS = [
     "a$",
@@ -94,7 +95,7 @@ def _cli(root: Path, pattern: str, *, every_line: bool) -> list[tuple[int, bytes
             os.close(fd)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(messages=_MESSAGES, pattern=st.sampled_from(PATTERNS))
 def test_a_message_searched_whole_finds_what_its_lines_find(
     tmp_path_factory: pytest.TempPathFactory, messages: list[tuple[str, str]], pattern: str

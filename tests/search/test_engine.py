@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ctxoffload._search import engine
 from ctxoffload._search.matcher import compile_matcher
+from helpers import examples
 
 LINES = [b"ERROR", b"ok", b"", b"x\r", b"caf\xe9 ERROR", b"abc", b"ERRORERROR", b"\xff", b"a\r\r"]
 PATTERNS = ["ERROR", "^ok$", "a", "^$", "\ufffd", "c$", "\\Aab", "R\\s*$", "ERROR\\nok"]
@@ -38,7 +39,7 @@ def every_line(data: bytes, pattern: str, context: int) -> list[engine.Line]:
     return [(j + 1, lines[j], hits[j]) for j in sorted(shown)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     lines=st.lists(st.sampled_from(LINES), max_size=30),
     final_newline=st.booleans(),
@@ -92,7 +93,7 @@ def test_the_deadline_is_kept_inside_a_piece() -> None:
     assert len(judged) < 50_000
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     parts=st.lists(st.sampled_from([b"a", b"abc", b"\xc3\xa9", b"\xc3", b"\xa9", b"\xff", b"\n"])),
     piece=st.sampled_from([1, 2, 3, 4, 64]),

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload._search.matcher import _escape, compile_matcher
+from helpers import examples
 
 
 def test_every_ascii_character_is_escaped_as_re_escape_escapes_it() -> None:
@@ -15,7 +16,7 @@ def test_every_ascii_character_is_escaped_as_re_escape_escapes_it() -> None:
         assert _escape(chr(code)) == re.escape(chr(code))
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.text(), st.booleans())
 def test_a_fixed_string_is_escaped_as_re_escape_escapes_it(text: str, ignore_case: bool) -> None:
     """A -F string is escaped without `re` (`matcher._escape`, whose import with `enum` costs

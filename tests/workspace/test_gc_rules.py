@@ -17,6 +17,7 @@ from ctxoffload.workspace._gc import (
     removal_order,
     sessions_to_remove,
 )
+from helpers import examples
 
 LONG = "s" + "x" * 127  # the longest session id
 DATA = "a" * 64 + ".png"
@@ -78,7 +79,7 @@ def _reaches(usages: list[SessionUsage], start: str, goal: str) -> bool:
     return False
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     _workspaces(),
     st.one_of(st.none(), st.integers(0, 10)),

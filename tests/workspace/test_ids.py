@@ -22,6 +22,7 @@ from ctxoffload._disk.ids import (
     validate_session_id,
 )
 from ctxoffload.workspace import Workspace
+from helpers import examples
 
 HOSTILE_SESSION_IDS: list[str] = [
     "",
@@ -196,7 +197,7 @@ _NAME_CHARACTERS = st.sampled_from(
 )
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(
     st.one_of(
         st.text(_NAME_CHARACTERS, max_size=130),
@@ -363,7 +364,7 @@ def test_tool_file_stem_distinguishes_surrogate_pair_from_the_character() -> Non
     assert tool_file_stem("\ud83d\ude00") != tool_file_stem("\U0001f600")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(TOOL_IDS, min_size=2, max_size=8, unique=True))
 def test_tool_file_stem_never_maps_two_ids_to_one_stem(tool_ids: list[str]) -> None:
     stems = [tool_file_stem(i) for i in tool_ids]
@@ -372,7 +373,7 @@ def test_tool_file_stem_never_maps_two_ids_to_one_stem(tool_ids: list[str]) -> N
     assert len(set(stems)) == len(tool_ids)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(tool_ids=st.lists(TOOL_IDS, min_size=1, max_size=4, unique=True))
 def test_hostile_tool_ids_stay_inside_the_session_and_never_share_a_file(
     tmp_path_factory: pytest.TempPathFactory, tool_ids: list[str]

@@ -25,7 +25,7 @@ from ctxoffload import (
     Msg,
     ToolResultBlock,
 )
-from helpers import image_block
+from helpers import examples, image_block
 
 MARKER = b"OUTSIDE-MARKER-7f3a"
 PNG = b"\x89PNG\r\n\x1a\nimage bytes"
@@ -126,7 +126,7 @@ async def _operations(ws: LocalWorkspace, workdir: Path, out: Path) -> list[Any]
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -25,6 +25,7 @@ from ctxoffload import (
     Workspace,
 )
 from ctxoffload.workspace import LineReader
+from helpers import examples
 from s3_server import S3Server, ThrottlingProxy
 
 # Message texts with what could confuse a line reader: newlines (escaped in the JSON line),
@@ -70,7 +71,9 @@ async def append_batches(ws: Workspace, batches: list[list[str]]) -> tuple[str, 
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(batches=BATCHES)
 def test_lines_of_a_local_log_are_what_sed_prints(
@@ -86,7 +89,7 @@ def test_lines_of_a_local_log_are_what_sed_prints(
     asyncio.run(run())
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(batches=BATCHES)
 def test_lines_of_a_log_in_memory_are_what_sed_prints(batches: list[list[str]]) -> None:
     async def run() -> None:

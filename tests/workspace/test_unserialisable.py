@@ -22,6 +22,7 @@ from ctxoffload import InvalidContent
 from ctxoffload._depth import MAX_DEPTH, STORE_DEPTH, text_form
 from ctxoffload._disk.payloads import decode_base64
 from ctxoffload.workspace import Workspace
+from helpers import examples
 
 
 def nested(depth: int, leaf: Any = "bottom") -> Any:
@@ -216,7 +217,7 @@ JSON_VALUES = st.recursive(
 
 
 @given(JSON_VALUES)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_the_text_form_of_a_json_value_is_its_compact_json(value: Any) -> None:
     assert text_form(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     assert json.loads(text_form(value)) == value
