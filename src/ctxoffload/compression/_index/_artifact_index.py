@@ -41,7 +41,7 @@ from ..._tokens.counters import count_by_lines, count_known
 from ...messages import Msg
 from ...text import tagged
 from ...tokens import TokenCounter
-from ._artifacts import CUT_MARK, NEWLINE_MARK, FoundArtifact, Scanned, named_values
+from ._artifacts import NEWLINE_MARK, FoundArtifact, Scanned, named_values
 from ._folding import most_folded, take_folded
 from ._layout import IndexRows, Layouts, group_pieces, render_rows, stored_file
 from ._order import Folds, Key, in_order, key_of
@@ -199,7 +199,7 @@ class ArtifactIndex:
         for found in leaving:
             if (found.kind, found.value) in still:
                 index.in_kept.append(found)
-            elif all(p in summary for p in found.value.removesuffix(CUT_MARK).split(NEWLINE_MARK)):
+            elif all(summary.names(p, found.kind) for p in found.value.split(NEWLINE_MARK)):
                 index.in_summary.append(found)
             else:
                 waiting.append(found)
@@ -230,7 +230,7 @@ class ArtifactIndex:
             if position >= stop:
                 unweighed = waiting[position:]
                 break
-            if found.value in held:
+            if held.names(found.value, found.kind):
                 inside.append(found)
                 continue
             cost = rows.cost(found) + (0 if index.entries else header)
@@ -296,7 +296,7 @@ class ArtifactIndex:
             return
         text = Substrings(self.render(events_file).split("\n"), asked=len(unweighed))
         for found in unweighed:
-            (self.in_summary if found.value in text else self.cut).append(found)
+            (self.in_summary if text.names(found.value, found.kind) else self.cut).append(found)
 
     def _drop_inside(self, rows: IndexRows) -> bool:
         """Name by the longer entry an entry whose value is inside it (a path inside the
@@ -306,7 +306,7 @@ class ArtifactIndex:
         found = False
         for position in range(len(self.entries) - 1, -1, -1):
             entry = self.entries[position]
-            if values.holding(entry.value):
+            if values.holding(entry.value, entry.kind):
                 del self.entries[position]
                 rows.remove(position)
                 self.in_summary.append(entry)
@@ -355,7 +355,7 @@ class ArtifactIndex:
             return []
         base = len(self.entries)
         start = rows.tokens
-        in_held = [found.value in held for found in rest]
+        in_held = [held.names(found.value, found.kind) for found in rest]
 
         def take(limit: int) -> tuple[int, int, list[FoundArtifact]]:
             """Fill within `limit` estimated tokens: how many it names, the tokens the index
@@ -367,7 +367,7 @@ class ArtifactIndex:
             added = Substrings(asked=len(rest))
             refused_fresh = False  # (what is carried then makes way for what left now)
             for found, known in zip(rest, in_held, strict=True):
-                if known or found.value in added:
+                if known or added.names(found.value, found.kind):
                     inside.append(found)
                     continue
                 if rows.tokens - start + rows.cost(found) > limit or (
@@ -444,7 +444,7 @@ class ArtifactIndex:
         while queue or batch:
             if queue and (len(batch) < size or spent < first):
                 found = queue.popleft()
-                if found.value in held:
+                if held.names(found.value, found.kind):
                     inside.append(found)
                     cut -= 1
                     fresh_cut -= found.fresh
@@ -530,7 +530,7 @@ class ArtifactIndex:
                 self._give_back(rows)
         held = self._held(len(inside))
         for found in inside:
-            (self.in_summary if found.value in held else self.cut).append(found)
+            (self.in_summary if held.names(found.value, found.kind) else self.cut).append(found)
 
     @staticmethod
     def least_tokens(counter: TokenCounter, events_file: str | None) -> int:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ._artifacts import FoundArtifact
 from ._layout import LINE, Stored, goes_in_tree, group_of, group_pieces, stored_file
 from ._substrings import Substrings
+from ._whole import names_in
 
 __all__ = ["Folding", "Folds", "Key", "fold_costs", "in_order", "key_of", "order_of"]
 
@@ -104,7 +105,7 @@ class Folds:
         for found in self.order[start:window]:
             self._values.add(found.value)
         # Every value of the window asked again: those added may hold the earlier ones.
-        self._holders = [self._values.holding(f.value) for f in self.order[:window]]
+        self._holders = [self._values.holding(f.value, f.kind) for f in self.order[:window]]
         self._held = [at for at, holders in enumerate(self._holders) if holders]
 
     def savings(self, taken: int) -> list[int]:
@@ -133,11 +134,11 @@ class Folds:
         for at in self._held:
             if not low <= at < high:
                 continue
-            value = self.order[at].value
+            kind, value = self.keys[at]
             for holder in self._holders[at]:
                 if holder < taken and (
                     self.keys[holder] not in folded
-                    or any(value in piece for piece in self._folded(holder))
+                    or any(names_in(piece, value, kind) for piece in self._folded(holder))
                 ):
                     found.add(at)
                     break
