@@ -30,20 +30,19 @@ thousand files at once. So its time is linear in what left:
 
 from __future__ import annotations
 
-import os
 from collections import Counter, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR
+from ..._disk.layout import CONTEXT_FILE, EVENTS_FILE
 from ..._tokens.counters import count_by_lines, count_known
 from ...messages import Msg
 from ...text import tagged
 from ...tokens import TokenCounter
 from ._artifacts import NEWLINE_MARK, FoundArtifact, Scanned, named_values
 from ._folding import most_folded, take_folded
-from ._layout import IndexRows, Layouts, group_pieces, render_rows, stored_file
+from ._layout import IndexRows, Layouts, group_pieces, render_rows
 from ._order import Folds, Key, in_order, key_of
 from ._search import IndexClock, most_within, slack
 from ._substrings import Substrings
@@ -120,6 +119,7 @@ class ArtifactIndex:
         counter: TokenCounter,
         budget: int,
         events_file: str | None,
+        stored: Container[str] = frozenset(),
         cut_before: int = 0,
         kept_scanned: Sequence[Scanned] | None = None,
         grouped: bool = True,
@@ -141,6 +141,8 @@ class ArtifactIndex:
             counter: counts the index's lines.
             budget: tokens the index may take.
             events_file: where the whole list is written (named when the budget cuts).
+            stored: the files the workspace stored for the session (`StoredFiles`): one of
+                these that left leads the order and never makes way (see `FoundArtifact`).
             cut_before: artifacts earlier compactions cut.
             kept_scanned: `scan_messages(kept)`, when it was run already.
             grouped: whether an entry the budget leaves out whole may be folded into the row
@@ -166,6 +168,7 @@ class ArtifactIndex:
                 budget,
                 events_file,
                 still,
+                stored,
                 grouped=grouped,
                 fill=fill,
                 extra=extra,
@@ -186,6 +189,7 @@ class ArtifactIndex:
         budget: int,
         events_file: str | None,
         still: set[Key],
+        stored: Container[str],
         *,
         grouped: bool,
         fill: bool,
@@ -203,15 +207,12 @@ class ArtifactIndex:
                 index.in_summary.append(found)
             else:
                 waiting.append(found)
-        stored = _stored_in(events_file)
-        # A file the workspace stored that the index it replaces carried leads as what left
-        # now does (it never makes way for it, as other carried entries do).
-        waiting = [
-            replace(f, fresh=True) if not f.fresh and stored_file(f.value, stored) else f
-            for f in waiting
-        ]
+        # A file the workspace stored (`stored`, never judged by its path) leads the order,
+        # and, when the index it replaces carried it, leads as what left now does (it never
+        # makes way for it, as other carried entries do).
+        waiting = [_judged(f, f.value in stored) for f in waiting]
         # In the index's order (`in_order`), each costing its value's length.
-        waiting = in_order(waiting, stored, [len(f.value) for f in waiting])
+        waiting = in_order(waiting, [len(f.value) for f in waiting])
         # What is always said (how many are cut and where they are listed) is paid first;
         # then the entries, each whole on its line's row, in that order, at what it adds to
         # the index by estimate (`IndexRows`): the layout before groups; then the tally of
@@ -258,7 +259,7 @@ class ArtifactIndex:
         if grouped and fill and (index.cut or unweighed) and not clock.ran_out:
             # Folded, the budget may name more; of what it names, as many as it still holds
             # stay whole (a plain substring search of the context finds those whole).
-            folds = Folds(waiting, stored)
+            folds = Folds(waiting)
             fresh = folds.fresh() if extra > 0 else folds
             folds.ratio = fresh.ratio = index._chars_per_token(counter, events_file)
             # What left now that surely does not fit folded goes straight to the summary's
@@ -596,7 +597,7 @@ class ArtifactIndex:
     ) -> str:
         lines: list[str] = []
         if entries:
-            rows, rules = render_rows(entries, self.folded, _stored_in(events_file), layouts)
+            rows, rules = render_rows(entries, self.folded, layouts)
             lines += [HEADER, *rules, *rows]
         if calls and self.calls:
             lines.append(self._tally())
@@ -672,23 +673,19 @@ class _Renders:
     def __init__(self, counter: TokenCounter, events_file: str | None) -> None:
         self.counter = counter
         self.events_file = events_file
-        self.layouts = Layouts(_stored_in(events_file))
+        self.layouts = Layouts()
         self.texts: dict[tuple[tuple[int, ...], int, bool, frozenset[Key]], str] = {}
         self.tokens: dict[str, int] = {}
         self.lines: dict[str, int] = {}  # texts counted (`count_by_lines`, `count_known`)
 
 
-def _stored_in(events_file: str | None) -> tuple[str, ...] | None:
-    """The folders of the files the workspace stored: the session folder that holds
-    `events_file` (its tool_result files), and the workspace's data/ beside its sessions/
-    (content-hashed files: an image, a binary output)."""
-    if not events_file:
-        return None
-    session = os.path.dirname(events_file)
-    sessions = os.path.dirname(session)
-    if os.path.basename(sessions) != SESSIONS_DIR:
-        return (session,)
-    return (session, os.path.join(os.path.dirname(sessions), DATA_DIR) + os.sep)
+def _judged(found: FoundArtifact, stored: bool) -> FoundArtifact:
+    """`found` as a file the workspace stored (and then fresh), or as none."""
+    if stored and not (found.stored and found.fresh):
+        return replace(found, fresh=True, stored=True)
+    if not stored and found.stored:
+        return replace(found, stored=False)
+    return found
 
 
 def events_file(reference: str | None) -> str | None:
