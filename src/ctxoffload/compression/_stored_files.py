@@ -56,7 +56,10 @@ def may_be_stored(value: str) -> bool:
     """Whether `value` is named as the workspace names the files it stores: a tool result's
     file (`tool_result-*.txt`) or a data/ file (its sha256 and extension)."""
     name = value.rpartition("/")[2]
-    return is_tool_result_name(name) or layout.DATA_NAME.fullmatch(name) is not None
+    if is_tool_result_name(name):
+        return True
+    # (A data/ name is 64 hexadecimal digits and an extension: most values are not, at once.)
+    return len(name) > 65 and name[64] == "." and layout.DATA_NAME.fullmatch(name) is not None
 
 
 class StoredFiles:
@@ -76,8 +79,9 @@ class StoredFiles:
         self._read_events = read_events
         self._noted = noted
         self._known: set[str] = set()
-        # The values looked up in the record and not found there: no reason to read it
-        # again (a tool that printed them once is not asked about at each compaction).
+        # The values looked up in the record at its latest reading and not found there: no
+        # reason to read it again for them (a tool's made-up paths, carried by the index from
+        # one compaction to the next); only those of the latest reading are kept.
         self._looked_up: set[str] = set()
 
     def files(self) -> frozenset[str]:
@@ -88,14 +92,14 @@ class StoredFiles:
         """Know, of `values` (what a compaction's artifacts name), which are files the
         workspace stored: from what this run noted, and from the session's record when one
         named as a stored file is not known (read once for all of them)."""
-        known, looked_up = self._known, self._looked_up
+        known = self._known
         known.update(self._noted())
-        unknown = {v for v in values if v not in known and v not in looked_up and may_be_stored(v)}
-        if not unknown or self._read_events is None:
+        unknown = {v for v in values if v not in known and may_be_stored(v)}
+        if unknown <= self._looked_up or self._read_events is None:
             return
         try:
             known.update(stored_references(await self._read_events()))
         except Exception as exc:  # the record unreadable: what this run stored is known
             logger.warning("could not read the session's record of stored files: %s", exc)
             return
-        looked_up.update(unknown - known)
+        self._looked_up = unknown - known
