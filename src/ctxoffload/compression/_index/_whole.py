@@ -15,7 +15,9 @@ reads one:
   through `.+-`);
 - an id through nothing else (the scan ends one at `\\b`);
 - a command through anything but the end of its line, a quote, a backtick or an operator
-  (`;|&()`), blanks before them aside: `pytest -q | tee log` names `pytest -q`.
+  (`;|&()`), blanks before them aside: `pytest -q | tee log` names `pytest -q`; before it,
+  through anything but a blank, a quote, a backtick or an operator (`/usr/bin/pytest -q`
+  does not name `pytest -q`).
 
 After any value, the punctuation that ends a sentence (`.,;:!?'"`, which the scan strips
 from a value's end) followed by a blank or the text's end ends it too: `see /mnt/vol1.`
