@@ -362,8 +362,10 @@ ONE_HOME = {
     "st_nlink": "_disk/paths.py",  # the hard-link rule and the words of its refusal
     "[0-9a-f]{64}": "_disk/layout.py",  # a data/ file's name
     "[A-Za-z0-9._-]{0,127}": "_disk/ids.py",  # a plain session id
-    # a file the workspace stored, to the artifact index
-    "startswith(stored)": "compression/_index/_layout.py",
+    # a file the workspace stored, to the artifact index: what the session's record says
+    "EventKind.OFFLOAD: (": "compression/_stored_files.py",
+    # a value written whole, not as a piece of a longer one, to the artifact index
+    "_COMMAND_STOPS": "compression/_index/_whole.py",
 }
 
 

@@ -638,9 +638,9 @@ def test_the_paths_under_each_first_folder_make_rows_of_their_own(
         rows += under_rows
         whole += under_whole
     assert tree_rows(paths) == (rows, whole)
-    layouts = Layouts(None)
+    layouts = Layouts()
     assert layouts.tree(paths, parts) == (rows, whole)
     # Again after a render of fewer paths, as a search renders: the same rows.
-    layouts = Layouts(None)
+    layouts = Layouts()
     layouts.tree(paths[: len(paths) // 2], parts[: len(parts) // 2])
     assert layouts.tree(paths, parts) == (rows, whole)

@@ -783,8 +783,11 @@ def _tickets(prefix: str, count: int, fresh: bool, mentions: int = 1) -> list[Fo
     ]
 
 
-def _index(found: list[FoundArtifact], budget: int, extra: int = 0) -> ArtifactIndex:
-    """The index of `found` leaving, with nothing named elsewhere."""
+def _index(
+    found: list[FoundArtifact], budget: int, extra: int = 0, stored: frozenset[str] = frozenset()
+) -> ArtifactIndex:
+    """The index of `found` leaving, with nothing named elsewhere (`stored`: the files the
+    workspace stored)."""
     return ArtifactIndex.build(
         found,
         Counter(),
@@ -793,6 +796,7 @@ def _index(found: list[FoundArtifact], budget: int, extra: int = 0) -> ArtifactI
         counter=COUNTER,
         budget=budget,
         events_file=EVENTS_FILE,
+        stored=stored,
         extra=extra,
     )
 
@@ -840,8 +844,9 @@ def test_a_file_the_workspace_stored_never_makes_way_for_what_left_now() -> None
         for k in range(6)
     ]
     carried, fresh = _tickets("OLD", 40, False), _tickets("NEW", 80, True)
+    files = frozenset(f.value for f in stored)
     for extra in (0, 600):
-        index = _index([*carried, *stored, *fresh], 300, extra=extra)
+        index = _index([*carried, *stored, *fresh], 300, extra=extra, stored=files)
         named = {f.value for f in index.entries} | {f.value for f in index.in_summary}
         assert {f.value for f in stored} <= named, (extra, index.render(EVENTS_FILE))
         assert not any(f.value.startswith(session) for f in index.cut)

@@ -6,7 +6,8 @@ stays; a `SplitStrategy` decides how much older history stays), persist (to the 
 first; on failure nothing leaves), summarise (the model's summary, or an extractive one),
 assemble (the summary message, then the messages kept). A summary may also be made ahead, in
 the background (`start_background`, see `_background.py`). The summary message's state and
-text live in `_summary_message.py`; which messages are fresh, in `RunServices`.
+text live in `_summary_message.py`; the artifact index of what leaves, in
+`_compaction_index.py`; which messages are fresh, in `RunServices`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from .._disk import events
@@ -24,15 +25,9 @@ from ..model import ChatModel, model_label
 from ..tokens import TokenCount
 from ._background import Pending
 from ._cache_request import LastRequest, same_model, summarize_from_cache
+from ._compaction_index import artifact_index, index_clock, leaving_artifacts
 from ._config import CHARS_PER_TOKEN, ContextConfig
-from ._index import (
-    ArtifactIndex,
-    FoundArtifact,
-    IndexClock,
-    events_file,
-    find_artifacts,
-    scan_messages,
-)
+from ._index import ArtifactIndex, IndexClock, events_file, scan_messages
 from ._notes import is_context_note, is_summary_message, is_window_note
 from ._persisted import Persisted, read_back_report
 from ._protect import is_pinned
@@ -49,15 +44,6 @@ __all__ = ["Compaction"]
 INDEX_SHARE = 0.1
 """The share of `summary_timeout` kept from the summary model for the artifact index and the
 assembly after it: a summary model that does not answer leaves the index that much time."""
-
-FINISH_SHARE = 0.05
-"""The share of `summary_timeout` the artifact index leaves at the end of a compaction, for
-writing its events and assembling the context."""
-
-
-def _index_clock(deadline: float, cfg: ContextConfig) -> IndexClock:
-    """How long the artifact index of a compaction due by `deadline` may search."""
-    return IndexClock(deadline - FINISH_SHARE * cfg.summary_timeout)
 
 
 @dataclass
@@ -163,7 +149,7 @@ class Compaction:
         cfg = settings.config
         # The whole compaction has `summary_timeout`: the summary model has what is left of
         # it less a share kept for the artifact index (`INDEX_SHARE`), and the index
-        # searches until a share before the end (`_index_clock`).
+        # searches until a share before the end (`index_clock`).
         deadline = time.monotonic() + cfg.summary_timeout
         strategy = split or SplitByTokens()
         window = settings.window()
@@ -460,8 +446,8 @@ class Compaction:
         span and the artifact trail, within the reserve, then the artifact index, which
         searches for the layout that names the most until a little before `deadline`), then
         the messages kept; the artifacts and compression events record it."""
-        summary_msg, index = self._summary_with_index(
-            plan, persisted, outcome, tools, cfg, window, lines, _index_clock(deadline, cfg)
+        summary_msg, index = await self._summary_with_index(
+            plan, persisted, outcome, tools, cfg, window, lines, index_clock(deadline, cfg)
         )
         after = _context(plan.system, summary_msg, plan.split)
         tokens_after = self.services.count(after, tools)
@@ -512,7 +498,7 @@ class Compaction:
             tokens_before_bounds=counted.bounds,
         )
 
-    def _summary_with_index(
+    async def _summary_with_index(
         self,
         plan: _Plan,
         persisted: Persisted,
@@ -528,9 +514,7 @@ class Compaction:
         services = self.services
         state = services.state
         listed_in = events_file(persisted.reference)
-        candidates = self._leaving_artifacts(
-            plan.older, lines, state, scanned=services.scanned.of(plan.older)
-        )
+        candidates = await leaving_artifacts(services, plan.older, lines, state)
         # The index's least part (how many artifacts are cut, and where they are listed)
         # comes out of the summary's budget; the rest of the index takes what is left under
         # the trigger, up to its own budget.
@@ -549,7 +533,8 @@ class Compaction:
         if cfg.artifact_index_tokens is None:
             used = services.counter.count_text(summary_msg.text)
             spare = max(0, cfg.summary_budget_tokens(window) - used)
-        index = self._artifact_index(
+        index = artifact_index(
+            services,
             candidates,
             state,
             summary_msg.text,
@@ -579,10 +564,9 @@ class Compaction:
         lines = await self.services.read_back(persisted, leaving)
         state = SummaryState()
         state.adopt_index(dict(earlier))
-        index = self._artifact_index(
-            self._leaving_artifacts(
-                leaving, lines, state, scanned=self.services.scanned.of(leaving)
-            ),
+        index = artifact_index(
+            self.services,
+            await leaving_artifacts(self.services, leaving, lines, state),
             state,
             summary_text,
             kept,
@@ -596,62 +580,6 @@ class Compaction:
                 events.Artifacts(reference=persisted.reference, artifacts=index.listing())
             )
         return note, {"artifacts": index.report(), "recoverable": read_back_report(leaving, lines)}
-
-    def _leaving_artifacts(
-        self,
-        leaving: Sequence[Msg],
-        lines: Mapping[str, int] | None,
-        state: SummaryState,
-        *,
-        scanned: Sequence[Sequence[tuple[str, str]]] | None = None,
-    ) -> list[FoundArtifact]:
-        """The artifacts of a compaction that moves `leaving` out (a summary's, or a window
-        note's), with those `state` carries from the note it replaces; `state` counts the
-        messages and calls that left."""
-        found, calls = find_artifacts(leaving, lines, recency=state.messages_left, scanned=scanned)
-        state.messages_left += len(leaving)
-        state.calls.update(calls)
-        seen = {(f.kind, f.value) for f in found}
-        carried = [replace(f, fresh=False) for f in state.carried if (f.kind, f.value) not in seen]
-        return carried + found
-
-    def _artifact_index(
-        self,
-        candidates: Sequence[FoundArtifact],
-        state: SummaryState,
-        summary_text: str,
-        kept: Sequence[Msg],
-        persisted: Persisted,
-        cfg: ContextConfig,
-        window: int,
-        room: int | None = None,
-        least: int = 0,
-        spare: int = 0,
-        *,
-        clock: IndexClock | None = None,
-    ) -> ArtifactIndex:
-        """The artifact index of `candidates` (`_leaving_artifacts`): each checked against
-        `summary_text` and the `kept` messages, within the config's index budget and half
-        of `room` (the tokens left under the trigger, when the caller keeps the context under
-        it), but never below `least` (what the caller set aside for the index)."""
-        budget = cfg.artifact_index_budget(window)
-        if room is not None:
-            # Half the room under the trigger at most: the rest is for the turns to come.
-            budget = min(budget, room // 2)
-            spare = max(0, min(spare, room // 2 - budget))
-        return ArtifactIndex.build(
-            candidates,
-            state.calls,
-            summary_text=summary_text,
-            kept=kept,
-            counter=self.services.counter,
-            budget=max(budget, least),
-            events_file=events_file(persisted.reference),
-            cut_before=state.artifacts_cut,
-            kept_scanned=self.services.scanned.of(kept),
-            extra=spare,
-            clock=clock or _index_clock(time.monotonic() + cfg.summary_timeout, cfg),
-        )
 
     # -- the summary made in the background (`background_compaction`) ---------------------
 

@@ -28,6 +28,7 @@ from ._config import ContextConfig
 from ._index import ArtifactCache
 from ._notes import is_context_note
 from ._persisted import Persisted, lines_of
+from ._stored_files import StoredFiles
 from ._stored_outputs import StoredOutputs
 from ._summary_message import SummaryState
 from ._tool_names import READER_TOOL_NAMES, ReaderTools
@@ -128,9 +129,11 @@ class RunServices:
         self.scanned = ArtifactCache()
         self.state = SummaryState()
         # The tool outputs stored whole and replaced by a stand-in (a cut, an offload).
-        self.stored_outputs = StoredOutputs(
-            self._read_events if isinstance(offloader, EventLog) else None
-        )
+        read_events = self._read_events if isinstance(offloader, EventLog) else None
+        self.stored_outputs = StoredOutputs(read_events)
+        # The files the workspace stored for the session (what this run stored, as the
+        # artifact trail holds it, and the session's record): the artifact index's answer.
+        self.stored_files = StoredFiles(read_events, lambda: (a.path for a in self.state.artifacts))
         # Ids of the messages the previous call returned (None before the first call), and
         # the fresh ones among them, kept fresh until new messages arrive (a forced retry
         # after an overflow happens before the model has answered).

@@ -5,8 +5,9 @@ names nowhere, each with the line of context.jsonl holding its message (`Artifac
 The compaction core enters the room through this face only; the modules inside are how:
 `_artifacts` finds the values, `_artifact_index` builds the index within its budget, `_order`
 and `_layout` say in which order and on which rows, `_path_tree` folds paths into their
-directories, `_search` and `_folding` look for the layout that names the most, `_substrings`
-answers "is this value written there?" in time linear in what left.
+directories, `_search` and `_folding` look for the layout that names the most, `_whole` says
+what "this text names that value" means (written whole, not inside a longer value), and
+`_substrings` answers it for many values in time linear in what left.
 """
 
 from ._artifact_index import ArtifactIndex, events_file

@@ -30,20 +30,19 @@ thousand files at once. So its time is linear in what left:
 
 from __future__ import annotations
 
-import os
 from collections import Counter, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..._disk.layout import CONTEXT_FILE, DATA_DIR, EVENTS_FILE, SESSIONS_DIR
+from ..._disk.layout import CONTEXT_FILE, EVENTS_FILE
 from ..._tokens.counters import count_by_lines, count_known
 from ...messages import Msg
 from ...text import tagged
 from ...tokens import TokenCounter
-from ._artifacts import CUT_MARK, NEWLINE_MARK, FoundArtifact, Scanned, named_values
+from ._artifacts import NEWLINE_MARK, FoundArtifact, Scanned, named_values
 from ._folding import most_folded, take_folded
-from ._layout import IndexRows, Layouts, group_pieces, render_rows, stored_file
+from ._layout import IndexRows, Layouts, group_pieces, render_rows
 from ._order import Folds, Key, in_order, key_of
 from ._search import IndexClock, most_within, slack
 from ._substrings import Substrings
@@ -120,6 +119,7 @@ class ArtifactIndex:
         counter: TokenCounter,
         budget: int,
         events_file: str | None,
+        stored: Container[str] = frozenset(),
         cut_before: int = 0,
         kept_scanned: Sequence[Scanned] | None = None,
         grouped: bool = True,
@@ -141,6 +141,8 @@ class ArtifactIndex:
             counter: counts the index's lines.
             budget: tokens the index may take.
             events_file: where the whole list is written (named when the budget cuts).
+            stored: the files the workspace stored for the session (`StoredFiles`): one of
+                these that left leads the order and never makes way (see `FoundArtifact`).
             cut_before: artifacts earlier compactions cut.
             kept_scanned: `scan_messages(kept)`, when it was run already.
             grouped: whether an entry the budget leaves out whole may be folded into the row
@@ -166,6 +168,7 @@ class ArtifactIndex:
                 budget,
                 events_file,
                 still,
+                stored,
                 grouped=grouped,
                 fill=fill,
                 extra=extra,
@@ -186,6 +189,7 @@ class ArtifactIndex:
         budget: int,
         events_file: str | None,
         still: set[Key],
+        stored: Container[str],
         *,
         grouped: bool,
         fill: bool,
@@ -199,19 +203,16 @@ class ArtifactIndex:
         for found in leaving:
             if (found.kind, found.value) in still:
                 index.in_kept.append(found)
-            elif all(p in summary for p in found.value.removesuffix(CUT_MARK).split(NEWLINE_MARK)):
+            elif all(summary.names(p, found.kind) for p in found.value.split(NEWLINE_MARK)):
                 index.in_summary.append(found)
             else:
                 waiting.append(found)
-        stored = _stored_in(events_file)
-        # A file the workspace stored that the index it replaces carried leads as what left
-        # now does (it never makes way for it, as other carried entries do).
-        waiting = [
-            replace(f, fresh=True) if not f.fresh and stored_file(f.value, stored) else f
-            for f in waiting
-        ]
+        # A file the workspace stored (`stored`, never judged by its path) leads the order,
+        # and, when the index it replaces carried it, leads as what left now does (it never
+        # makes way for it, as other carried entries do).
+        waiting = [_judged(f, f.value in stored) for f in waiting]
         # In the index's order (`in_order`), each costing its value's length.
-        waiting = in_order(waiting, stored, [len(f.value) for f in waiting])
+        waiting = in_order(waiting, [len(f.value) for f in waiting])
         # What is always said (how many are cut and where they are listed) is paid first;
         # then the entries, each whole on its line's row, in that order, at what it adds to
         # the index by estimate (`IndexRows`): the layout before groups; then the tally of
@@ -230,7 +231,7 @@ class ArtifactIndex:
             if position >= stop:
                 unweighed = waiting[position:]
                 break
-            if found.value in held:
+            if held.names(found.value, found.kind):
                 inside.append(found)
                 continue
             cost = rows.cost(found) + (0 if index.entries else header)
@@ -258,7 +259,7 @@ class ArtifactIndex:
         if grouped and fill and (index.cut or unweighed) and not clock.ran_out:
             # Folded, the budget may name more; of what it names, as many as it still holds
             # stay whole (a plain substring search of the context finds those whole).
-            folds = Folds(waiting, stored)
+            folds = Folds(waiting)
             fresh = folds.fresh() if extra > 0 else folds
             folds.ratio = fresh.ratio = index._chars_per_token(counter, events_file)
             # What left now that surely does not fit folded goes straight to the summary's
@@ -296,7 +297,7 @@ class ArtifactIndex:
             return
         text = Substrings(self.render(events_file).split("\n"), asked=len(unweighed))
         for found in unweighed:
-            (self.in_summary if found.value in text else self.cut).append(found)
+            (self.in_summary if text.names(found.value, found.kind) else self.cut).append(found)
 
     def _drop_inside(self, rows: IndexRows) -> bool:
         """Name by the longer entry an entry whose value is inside it (a path inside the
@@ -306,7 +307,7 @@ class ArtifactIndex:
         found = False
         for position in range(len(self.entries) - 1, -1, -1):
             entry = self.entries[position]
-            if values.holding(entry.value):
+            if values.holding(entry.value, entry.kind):
                 del self.entries[position]
                 rows.remove(position)
                 self.in_summary.append(entry)
@@ -355,7 +356,7 @@ class ArtifactIndex:
             return []
         base = len(self.entries)
         start = rows.tokens
-        in_held = [found.value in held for found in rest]
+        in_held = [held.names(found.value, found.kind) for found in rest]
 
         def take(limit: int) -> tuple[int, int, list[FoundArtifact]]:
             """Fill within `limit` estimated tokens: how many it names, the tokens the index
@@ -367,7 +368,7 @@ class ArtifactIndex:
             added = Substrings(asked=len(rest))
             refused_fresh = False  # (what is carried then makes way for what left now)
             for found, known in zip(rest, in_held, strict=True):
-                if known or found.value in added:
+                if known or added.names(found.value, found.kind):
                     inside.append(found)
                     continue
                 if rows.tokens - start + rows.cost(found) > limit or (
@@ -444,7 +445,7 @@ class ArtifactIndex:
         while queue or batch:
             if queue and (len(batch) < size or spent < first):
                 found = queue.popleft()
-                if found.value in held:
+                if held.names(found.value, found.kind):
                     inside.append(found)
                     cut -= 1
                     fresh_cut -= found.fresh
@@ -530,7 +531,7 @@ class ArtifactIndex:
                 self._give_back(rows)
         held = self._held(len(inside))
         for found in inside:
-            (self.in_summary if found.value in held else self.cut).append(found)
+            (self.in_summary if held.names(found.value, found.kind) else self.cut).append(found)
 
     @staticmethod
     def least_tokens(counter: TokenCounter, events_file: str | None) -> int:
@@ -596,7 +597,7 @@ class ArtifactIndex:
     ) -> str:
         lines: list[str] = []
         if entries:
-            rows, rules = render_rows(entries, self.folded, _stored_in(events_file), layouts)
+            rows, rules = render_rows(entries, self.folded, layouts)
             lines += [HEADER, *rules, *rows]
         if calls and self.calls:
             lines.append(self._tally())
@@ -672,23 +673,19 @@ class _Renders:
     def __init__(self, counter: TokenCounter, events_file: str | None) -> None:
         self.counter = counter
         self.events_file = events_file
-        self.layouts = Layouts(_stored_in(events_file))
+        self.layouts = Layouts()
         self.texts: dict[tuple[tuple[int, ...], int, bool, frozenset[Key]], str] = {}
         self.tokens: dict[str, int] = {}
         self.lines: dict[str, int] = {}  # texts counted (`count_by_lines`, `count_known`)
 
 
-def _stored_in(events_file: str | None) -> tuple[str, ...] | None:
-    """The folders of the files the workspace stored: the session folder that holds
-    `events_file` (its tool_result files), and the workspace's data/ beside its sessions/
-    (content-hashed files: an image, a binary output)."""
-    if not events_file:
-        return None
-    session = os.path.dirname(events_file)
-    sessions = os.path.dirname(session)
-    if os.path.basename(sessions) != SESSIONS_DIR:
-        return (session,)
-    return (session, os.path.join(os.path.dirname(sessions), DATA_DIR) + os.sep)
+def _judged(found: FoundArtifact, stored: bool) -> FoundArtifact:
+    """`found` as a file the workspace stored (and then fresh), or as none."""
+    if stored and not (found.stored and found.fresh):
+        return replace(found, fresh=True, stored=True)
+    if not stored and found.stored:
+        return replace(found, stored=False)
+    return found
 
 
 def events_file(reference: str | None) -> str | None:

@@ -90,6 +90,9 @@ class FoundArtifact:
         fresh: whether a message that leaves with this compaction names it (False: it is
             carried from the summary and index the compaction replaces, which named it; the
             index counts a file the workspace stored as fresh: it never makes way).
+        stored: whether it is a file the workspace stored for the session (the index
+            decides it at each compaction from `ArtifactIndex.build`'s `stored`, never from
+            the value): it holds what left, leads the index's order and never makes way.
     """
 
     kind: str
@@ -98,6 +101,7 @@ class FoundArtifact:
     mentions: int = 1
     recency: int = 0
     fresh: bool = True
+    stored: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The entry as an event and a summary's mark hold it."""

@@ -179,7 +179,7 @@ def take_folded(
     named_by_text: list[FoundArtifact] = []
     for f in folds.waiting:
         if key_of(f) not in written:
-            (named_by_text if f.value in text else index.cut).append(f)
+            (named_by_text if text.names(f.value, f.kind) else index.cut).append(f)
     index.in_summary = index.in_summary[:summarised] + named_by_text
 
 

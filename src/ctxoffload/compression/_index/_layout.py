@@ -49,28 +49,13 @@ __all__ = [
     "COMMAND_RULE",
     "IndexRows",
     "Layouts",
-    "Stored",
     "goes_in_tree",
     "group_of",
     "group_pieces",
     "render_rows",
-    "stored_file",
 ]
 
 LINE, COMMAND = "line", "command"
-
-Stored = str | tuple[str, ...] | None
-"""Where the workspace stores files (a session's folder, the workspace's data/): what starts
-with one of these is a file that holds what left, read back by the path the index names
-whole."""
-
-
-def stored_file(value: str, stored: Stored) -> bool:
-    """Whether `value` is a file the workspace stored (under a folder of `stored`): it holds
-    what left, and nothing else does."""
-    if not stored:
-        return False
-    return value.startswith(stored)
 
 
 class FoundArtifact(Protocol):
@@ -82,6 +67,9 @@ class FoundArtifact(Protocol):
 
     @property
     def value(self) -> str: ...
+
+    @property
+    def stored(self) -> bool: ...
 
     def where(self) -> str: ...
 
@@ -99,17 +87,17 @@ _ELLIPSIS = " … "
 _UNFOLDED = (" | ", "; ", " (", " ⏎ ", " […]", _ELLIPSIS)
 
 
-def group_of(found: FoundArtifact, stored: Stored = None) -> tuple[str, str, str]:
+def group_of(found: FoundArtifact) -> tuple[str, str, str]:
     """The group an entry shares a row with: `(form, head, item)`.
 
     A command of three words or more, one line, goes to the row of its program and last
     word, as the words between; anything else is written whole on its line's row (`(LINE,
     value, value)`: a group of its own; a path folded goes to the tree of `_path_tree`, which
-    `in_tree` says). So is a file the workspace stored (under a folder of `stored`): the model
-    reads it back by the path it copies from the index.
+    `in_tree` says). So is a file the workspace stored (`stored`): the model reads it back by
+    the path it copies from the index.
     """
     value = found.value
-    if stored_file(value, stored):
+    if found.stored:
         return LINE, value, value
     if found.kind == "command" and value.isprintable() and "  " not in value:
         words = value.split(" ")
@@ -184,28 +172,27 @@ class IndexRows:
         self.tokens -= cost
 
 
-def group_pieces(found: FoundArtifact, folded: bool, stored: Stored = None) -> list[str]:
+def group_pieces(found: FoundArtifact, folded: bool) -> list[str]:
     """The texts the index holds unbroken for `found`: its value whole, or (`folded`) its
     command's program, middle and last word, or the name at its path's end (the rest of a
     path in the tree may be in a row above). Another entry inside one of them is named by
     it."""
     if not folded:
         return [found.value]
-    form, head, item = group_of(found, stored)
+    form, head, item = group_of(found)
     if form == COMMAND:
         program, _, last = head.partition(_ELLIPSIS)
         return [program, item, last]
-    if goes_in_tree(found, stored):
+    if goes_in_tree(found):
         return [found.value.rpartition("/")[2]]
     return [found.value]
 
 
-def goes_in_tree(found: FoundArtifact, stored: Stored) -> bool:
+def goes_in_tree(found: FoundArtifact) -> bool:
     """Whether `found`, folded, goes in the tree of paths (`_path_tree`): a path it can write
-    (`in_tree`) that is not a file the workspace stored (under a folder of `stored`: the model
-    reads one back by the path it copies whole from the index)."""
-    value = found.value
-    return found.kind == "path" and not stored_file(value, stored) and in_tree(value)
+    (`in_tree`) that is not a file the workspace stored (`stored`: the model reads one back by
+    the path it copies whole from the index)."""
+    return found.kind == "path" and not found.stored and in_tree(found.value)
 
 
 class Layouts:
@@ -216,13 +203,9 @@ class Layouts:
 
     It holds the entries it has seen (their identity is its key), so it is made for one
     build of an index and dropped after it.
-
-    Args:
-        stored: the folders of the workspace's own files (`Stored`).
     """
 
-    def __init__(self, stored: Stored) -> None:
-        self.stored = stored
+    def __init__(self) -> None:
         self._entries: dict[int, _Laid] = {}
         self._rows: dict[tuple[str, tuple[str, ...]], str] = {}
         # The trees of paths rendered (a fifth of a search's renders fold the same paths as
@@ -234,7 +217,7 @@ class Layouts:
         """What `found` is in a layout (worked out the first time it is asked)."""
         laid = self._entries.get(id(found))
         if laid is None:
-            laid = self._entries[id(found)] = _Laid(found, self.stored)
+            laid = self._entries[id(found)] = _Laid(found)
         return laid
 
     def line_row(self, where: str, values: list[str]) -> str:
@@ -297,7 +280,7 @@ class _Laid:
         "where",
     )
 
-    def __init__(self, found: FoundArtifact, stored: Stored) -> None:
+    def __init__(self, found: FoundArtifact) -> None:
         self.found = found  # (held, so that its identity stays its own while it is a key)
         value, where = found.value, found.where()
         self.value, self.where = value, where
@@ -306,26 +289,25 @@ class _Laid:
         self.line_member = (value, where, value)
         self.tree: tuple[str, str] | None = None
         self.tree_parts: list[str] = []
-        if goes_in_tree(found, stored):
+        if goes_in_tree(found):
             self.tree = (value, where)
             self.tree_parts = placed(value).split("/")
             self.fold_group, self.fold_member = self.line_group, self.line_member
         else:
-            form, head, item = group_of(found, stored)
+            form, head, item = group_of(found)
             self.fold_group, self.fold_member = (form, head), (item, where, value)
 
 
 def render_rows(
     entries: Sequence[FoundArtifact],
     folded: Container[tuple[str, str]],
-    stored: Stored = None,
     layouts: Layouts | None = None,
 ) -> tuple[list[str], list[str]]:
     """The index's rows for `entries` (in the index's order), those whose `(kind, value)` is
     in `folded` in their command's row or in the tree of paths, and the header's rules for
-    the rows that are groups (`stored`: the folders of the workspace's own files;
-    `layouts`: what earlier renders of the same index worked out, for `stored`)."""
-    layouts = layouts or Layouts(stored)
+    the rows that are groups (`layouts`: what earlier renders of the same index worked
+    out)."""
+    layouts = layouts or Layouts()
     if not folded:
         return _whole_rows(entries, layouts), []
     # The entries of each group (`group_of`), in the order of the group's first entry: a

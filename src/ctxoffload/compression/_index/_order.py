@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._artifacts import FoundArtifact
-from ._layout import LINE, Stored, goes_in_tree, group_of, group_pieces, stored_file
+from ._layout import LINE, goes_in_tree, group_of, group_pieces
 from ._substrings import Substrings
+from ._whole import names_in
 
 __all__ = ["Folding", "Folds", "Key", "fold_costs", "in_order", "key_of", "order_of"]
 
@@ -31,17 +32,15 @@ class Folds:
 
     Args:
         waiting: every artifact the index weighs, in its order whole.
-        stored: the folders of the workspace's own files.
     """
 
-    def __init__(self, waiting: Sequence[FoundArtifact], stored: Stored) -> None:
+    def __init__(self, waiting: Sequence[FoundArtifact]) -> None:
         self.waiting = waiting
-        self.stored = stored
         self.total = len(waiting)
-        tree = [f.kind == "path" and goes_in_tree(f, stored) for f in waiting]
-        groups = [group_of(f, stored) if f.kind == "command" else None for f in waiting]
+        tree = [goes_in_tree(f) for f in waiting]
+        groups = [group_of(f) if f.kind == "command" else None for f in waiting]
         costs = fold_costs(waiting, tree, groups)
-        order = order_of(waiting, stored, costs)
+        order = order_of(waiting, costs)
         self._arrange([waiting[at] for at in order], [(tree[at], groups[at]) for at in order])
 
     def _arrange(
@@ -84,7 +83,7 @@ class Folds:
         if all(f.fresh for f in self.order):
             return self
         fresh = Folds.__new__(Folds)
-        fresh.waiting, fresh.stored, fresh.total = self.waiting, self.stored, self.total
+        fresh.waiting, fresh.total = self.waiting, self.total
         # (The carried entries sort after the fresh ones, on lines of their own: the order
         # of the fresh ones among themselves is the same.)
         kept = [at for at, f in enumerate(self.order) if f.fresh]
@@ -104,7 +103,7 @@ class Folds:
         for found in self.order[start:window]:
             self._values.add(found.value)
         # Every value of the window asked again: those added may hold the earlier ones.
-        self._holders = [self._values.holding(f.value) for f in self.order[:window]]
+        self._holders = [self._values.holding(f.value, f.kind) for f in self.order[:window]]
         self._held = [at for at, holders in enumerate(self._holders) if holders]
 
     def savings(self, taken: int) -> list[int]:
@@ -121,7 +120,7 @@ class Folds:
         """`group_pieces` of the entry at `at`, folded."""
         pieces = self._folded_pieces.get(at)
         if pieces is None:
-            pieces = self._folded_pieces[at] = group_pieces(self.order[at], True, self.stored)
+            pieces = self._folded_pieces[at] = group_pieces(self.order[at], True)
         return pieces
 
     def inside(self, taken: int, folded: set[Key], *, beyond: bool = False) -> set[int]:
@@ -133,11 +132,11 @@ class Folds:
         for at in self._held:
             if not low <= at < high:
                 continue
-            value = self.order[at].value
+            kind, value = self.keys[at]
             for holder in self._holders[at]:
                 if holder < taken and (
                     self.keys[holder] not in folded
-                    or any(value in piece for piece in self._folded(holder))
+                    or any(names_in(piece, value, kind) for piece in self._folded(holder))
                 ):
                     found.add(at)
                     break
@@ -187,14 +186,12 @@ def fold_costs(
     return costs
 
 
-def in_order(
-    found: Sequence[FoundArtifact], stored: Stored, costs: Sequence[int]
-) -> list[FoundArtifact]:
+def in_order(found: Sequence[FoundArtifact], costs: Sequence[int]) -> list[FoundArtifact]:
     """`found` in the order the index takes it (`order_of`)."""
-    return [found[at] for at in order_of(found, stored, costs)]
+    return [found[at] for at in order_of(found, costs)]
 
 
-def order_of(found: Sequence[FoundArtifact], stored: Stored, costs: Sequence[int]) -> list[int]:
+def order_of(found: Sequence[FoundArtifact], costs: Sequence[int]) -> list[int]:
     """The positions of `found` in the order the index takes it, within its budget: the
     files the workspace stored first (each holds what left), then what left with this
     compaction before what the index it replaces carried, what left named twice or more
@@ -212,7 +209,7 @@ def order_of(found: Sequence[FoundArtifact], stored: Stored, costs: Sequence[int
             turn[at] = n
     keys = [
         (
-            not stored_file(f.value, stored),
+            not f.stored,
             not f.fresh,
             -min(f.mentions, 2),
             turn[at],

@@ -1,6 +1,7 @@
-"""Whether a value is written inside one of many lines: the artifact index asks it of every
-artifact that left (is it in the summary's text, inside an entry the index holds, in a row it
-wrote), up to 100,000 of them, against lines that hold up to a budget's worth of text.
+"""Whether a value is written whole inside one of many lines (`_whole`: `/mnt/vol1` is not
+written whole in `/mnt/vol10`): the artifact index asks it of every artifact that left (is
+it in the summary's text, inside an entry the index holds, in a row it wrote), up to 100,000
+of them, against lines that hold up to a budget's worth of text.
 
 `value in text` reads the text again for each value: 16 µs a path against 40 KB of other
 paths, 1.6 s for 100,000 of them, and more as the text grows. `Substrings` keeps, for runs of
@@ -13,16 +14,19 @@ not there) is answered by a few look-ups, without reading a line; before those, 
 value is there at all is asked of its first and last runs among every run of the lines,
 wherever it starts (two look-ups for most values that are not). Values shorter than 6
 characters are looked up among every piece of that size of the lines. A line is never
-searched across its end: the values asked about are one line each.
+searched across its end: the values asked about are one line each. In each line read, the
+places the value is written are looked at until one is whole.
 
 It may answer "no" for a value that is there (never "yes" for one that is not): when even the
-rarest run of a value is in more than `MOST_READ` lines, only that many are read. Every
+rarest run of a value is in more than `MOST_READ` lines, only that many are read, and in
+each line only the first `MOST_PLACES` places where it is written inside longer values. Every
 caller takes "no" as the safe answer (the artifact is then written, or listed as cut, where
 it was named already), so that lines made of the same few characters cost a bounded time.
 
 Keeping a line's runs costs as much as reading it for a few thousand values, however long
 it is: lines that fewer values will be asked about (`asked`, under `RUNS_AT`) are kept as
-one text and read with `in` (a value is then found in at most `MOST_READ` lines too).
+one text and read with `str.find` (a value is then read in at most `MOST_READ` lines, and
+`MOST_PLACES` places of each, too).
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ import bisect
 import itertools
 from collections.abc import Iterable
 
-__all__ = ["MOST_READ", "RUNS_AT", "Substrings"]
+from ._whole import uncut, whole_at
+
+__all__ = ["MOST_PLACES", "MOST_READ", "RUNS_AT", "Substrings"]
 
 # The runs indexed: their length and how far apart they start. Twelve characters tell apart
 # the paths of one listing (`b7/module_117`); five, the ids and short names.
@@ -41,6 +47,10 @@ _TINY = _SHORT + _SHORT_STEP - 1  # values shorter than this are looked up whole
 
 MOST_READ = 64
 """The most lines read for one value; past it, a value is answered "not found"."""
+
+MOST_PLACES = 8
+"""The most places of one line a value is looked at, written there as a piece of longer
+values (`/mnt/vol1` in `/mnt/vol10`); past it, "not found" there."""
 
 RUNS_AT = 4_096
 """The values asked about from which the lines are kept by their runs: `in` reads a character
@@ -146,69 +156,92 @@ class Substrings:
         for size in (_SHORT, _LONG):
             ends.update(line[start : start + size] for start in range(len(line) - size + 1))
 
-    def __contains__(self, value: str) -> bool:
-        """Whether a line holds `value` ("" is in any line, as `in` says)."""
-        if "\n" in value:
+    def names(self, value: str, kind: str) -> bool:
+        """Whether a line holds `value`, an artifact of `kind`, written whole (`_whole`: not
+        as a piece of a longer value)."""
+        needle, open_end = uncut(value)
+        if not needle or "\n" in needle:
             return False  # (no line holds a line break)
         if self._text is not None:
-            return value in self._joined() if value else bool(self._lines)
-        if len(value) < _TINY:
-            if not value:
-                return bool(self._lines)
-            return value in self._pieces_of(len(value))
-        if self._ends is None:
-            self._ends = set()
-            for line in self._lines:
-                self._add_ends(line)
-        size = _LONG if len(value) >= _LONG else _SHORT
-        if value[:size] not in self._ends or value[-size:] not in self._ends:
-            return False
-        return bool(self._read(value, longer=False))
+            return bool(self._read_text(needle, kind, open_end, longer=None))
+        if len(needle) >= _TINY:
+            if self._ends is None:
+                self._ends = set()
+                for line in self._lines:
+                    self._add_ends(line)
+            size = _LONG if len(needle) >= _LONG else _SHORT
+            if needle[:size] not in self._ends or needle[-size:] not in self._ends:
+                return False
+        return bool(self._read(needle, kind, open_end, longer=None))
 
-    def holding(self, value: str) -> list[int]:
-        """The lines longer than `value` that hold it (by their order of adding), up to
-        `MOST_READ` of those that may (none for "" or a value holding a line break)."""
-        if not value or "\n" in value:
+    def holding(self, value: str, kind: str) -> list[int]:
+        """The lines longer than `value` that hold it written whole (by their order of
+        adding), up to `MOST_READ` of those that may (none for "" or a value holding a line
+        break)."""
+        needle, open_end = uncut(value)
+        if not needle or "\n" in needle:
             return []
         if self._text is not None:
-            return self._read_text(value)
-        if len(value) < _TINY:
-            lines, size = self._lines, len(value)
-            longer = (at for at in self._pieces_of(size).get(value, ()) if len(lines[at]) > size)
-            return list(itertools.islice(longer, MOST_READ))
-        return self._read(value, longer=True)
+            return self._read_text(needle, kind, open_end, longer=len(value))
+        return self._read(needle, kind, open_end, longer=len(value))
 
-    def _read_text(self, value: str) -> list[int]:
-        """`holding`, for lines kept as one text: each place `value` is written, in turn, until
-        `MOST_READ` lines are found."""
+    def _read_text(
+        self, needle: str, kind: str, open_end: bool, *, longer: int | None
+    ) -> list[int]:
+        """`_read`, for lines kept as one text: each line that holds `needle`, in turn, its
+        first `MOST_PLACES` places read, until `MOST_READ` lines are read."""
         text, starts, lines = self._joined(), self._starts, self._lines
         found: list[int] = []
-        place = text.find(value)
-        while place >= 0 and len(found) < MOST_READ:
+        place = text.find(needle)
+        for _ in range(MOST_READ):
+            if place < 0:
+                break
             at = bisect.bisect_right(starts, place) - 1
-            if len(lines[at]) > len(value):
+            # (Each line but the last ends at the line break before the next one's start.)
+            end = starts[at + 1] - 1 if at + 1 < len(starts) else len(text)
+            if (longer is None or len(lines[at]) > longer) and whole_at(
+                text, needle, kind, place, end, open_end=open_end, places=MOST_PLACES
+            ) >= 0:
                 found.append(at)
+                if longer is None:
+                    break
             # On to the next line: a line holding the value twice is one line.
-            following = starts[at + 1] if at + 1 < len(starts) else len(text)
-            place = text.find(value, following)
+            place = text.find(needle, end)
         return found
 
-    def _read(self, value: str, *, longer: bool) -> list[int]:
-        """The lines that hold `value` (`longer`: only those longer than it, all of them;
-        otherwise the first found)."""
-        size = len(value)
+    def _read(self, needle: str, kind: str, open_end: bool, *, longer: int | None) -> list[int]:
+        """The lines that hold `needle` written whole (`longer`: all of those longer than
+        that many characters; None: the first found)."""
+        lines = self._lines
+
+        def holds(at: int) -> bool:
+            line = lines[at]
+            return (longer is None or len(line) > longer) and whole_at(
+                line, needle, kind, open_end=open_end, places=MOST_PLACES
+            ) >= 0
+
+        size = len(needle)
+        found: list[int] = []
+        if size < _TINY:
+            # Among the lines holding it as a piece of that size (each once).
+            pieces = self._pieces_of(size).get(needle, ())
+            some = (at for at in pieces if longer is None or len(lines[at]) > longer)
+            for at in itertools.islice(some, MOST_READ):
+                if holds(at):
+                    found.append(at)
+                    if longer is None:
+                        break
+            return found
         if size >= _LONG + _LONG_STEP - 1:
             width, step, runs = _LONG, _LONG_STEP, self._long
         else:
             width, step, runs = _SHORT, _SHORT_STEP, self._short
-        lines = self._lines
-        found: list[int] = []
         for first in range(step):
             # Written at a place that puts its character `first` on a run's start, the
             # value has each run from there, every `step`, held by that line.
             rarest: list[int] | None = None
             for start in range(first, size - width + 1, step):
-                held = runs.get(value[start : start + width])
+                held = runs.get(needle[start : start + width])
                 if held is None:
                     rarest = None
                     break
@@ -217,10 +250,9 @@ class Substrings:
             if rarest is None:
                 continue
             for at in rarest[:MOST_READ]:
-                line = lines[at]
-                if value in line and (not longer or len(line) > size) and at not in found:
+                if at not in found and holds(at):
                     found.append(at)
-                    if not longer:
+                    if longer is None:
                         return found
         found.sort()
         return found
