@@ -284,6 +284,13 @@ class RunServices:
             first = max(first, last_reply)
         return {m.id for m in rest[turn_start(rest, first) :]}
 
+    def resume_sent(self, before: set[str] | None, latest: Sequence[Msg]) -> None:
+        """Take up what an earlier process's latest model calls were sent (`take_up`): the
+        ids of the call before the latest (None: there was none) and the latest call's
+        messages, noted as that process noted them."""
+        self.seen = before
+        self.note_sent(latest, latest)
+
     def note_sent(self, given: Sequence[Msg], sent: Sequence[Msg]) -> set[str]:
         """Remember that `sent` (made from `given`) goes to the model, so the next call
         knows what is fresh; the ids still fresh."""
