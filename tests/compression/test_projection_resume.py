@@ -153,3 +153,33 @@ async def test_every_call_after_a_restart_sends_what_an_unbroken_run_sends(
         assert not differ, (
             f"restarted at the call with {n} messages, the calls with {differ} differ"
         )
+
+
+async def test_a_request_cut_before_a_restart_is_listed_by_the_summary_after_it(
+    tmp_path: Path,
+) -> None:
+    """A long request is cut to fit (stored whole first) at a call that does not compact;
+    the process ends; the next compaction, in a new process, lists the request's file among
+    the offloaded files as the unbroken run's does. The record said nothing of a cut text
+    (only of a cut result), so the restarted summary left it out, cut its fields otherwise
+    and missed the provider's cache."""
+    base = [Msg(role="system", content="s"), *plausible_session(30)]
+    asked = [*base, Msg(role="user", content="please " + _lines(300, "request"))]
+    histories = [base, asked, [*asked, *plausible_session(80)[1:]]]
+
+    def neutral(messages: list[Msg], folder: Path) -> str:
+        return json.dumps(to_openai(messages), sort_keys=True).replace(str(folder), "WS")
+
+    unbroken = Projector(LocalWorkspace(tmp_path / "a"), "t", config=CONFIG)
+    sent = [await unbroken.project(h) for h in histories]
+    first = Projector(LocalWorkspace(tmp_path / "b"), "t", config=CONFIG)
+    for history in histories[:-1]:
+        await first.project(history)
+    restarted = Projector(LocalWorkspace(tmp_path / "b"), "t", config=CONFIG)
+    resumed = await restarted.project(histories[-1])
+    kinds = [e["kind"] for e in await LocalWorkspace(tmp_path / "a").read_events("t")]
+    assert kinds.count("compression") == 1 and kinds.index("compression") > kinds.index(
+        "projection_cut"
+    ), "the request must be cut at a call that does not compact"
+    assert "tool_result-user-" in neutral(sent[-1], tmp_path / "a")
+    assert neutral(resumed, tmp_path / "b") == neutral(sent[-1], tmp_path / "a")
