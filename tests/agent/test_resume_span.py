@@ -409,3 +409,122 @@ def _runs(lines: list[int]) -> list[tuple[int, int]]:
         else:
             runs.append((n, n))
     return runs
+
+
+# AGENT_LOOP's agent on a folder, killed at one point of its first compaction (argv: the
+# folder and the point): once the older messages are stored (`offload`), once they are read
+# back (`read_back`), while its summary is asked for (`summary`), before and after the
+# compaction's events are written (`events_before`, `events_after`), while the model is called
+# with the compacted context (`model`), before state.json is written (`state`).
+KILLED_AT_A_POINT = (
+    AGENT_LOOP
+    + """
+import asyncio, os, signal, sys
+from ctxoffload import LocalWorkspace
+
+ws, point = LocalWorkspace(sys.argv[1]), sys.argv[2]
+stored = []
+
+def die_at(here):
+    if stored and here == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+def after(name, here):
+    method = getattr(ws, name)
+    async def wrapped(*args, **kwargs):
+        done = await method(*args, **kwargs)
+        if name == "offload_context":
+            stored.append(1)
+        die_at(here)
+        return done
+    setattr(ws, name, wrapped)
+
+after("offload_context", "offload")
+after("read_lines", "read_back")
+after("read_reference", "read_back")
+record, write_state = ws.record_events, ws.write_state
+
+async def record_events(session_id, events):
+    compaction = any(kind == "compression" for kind, _ in events)
+    if compaction:
+        die_at("events_before")
+    await record(session_id, events)
+    if compaction:
+        die_at("events_after")
+
+async def state(session_id, saved):
+    die_at("state")
+    return await write_state(session_id, saved)
+
+ws.record_events, ws.write_state = record_events, state
+summary = {"task_overview": "t", "current_state": "s", "important_discoveries": "d",
+           "next_steps": "n", "context_to_preserve": "c"}
+
+async def summarise(messages):
+    die_at("summary")
+    return summary
+
+async def reply(messages):
+    die_at("model")
+    return script.pop(0)
+
+# The loop's agent, its model and summary model dying where asked.
+scripted = ScriptedModel
+ScriptedModel = lambda steps=(), default=None: scripted(  # noqa: E731
+    default=reply if steps else summarise
+)
+asyncio.run(run(ws, ScriptedModel()))
+"""
+)
+
+POINTS = ["offload", "read_back", "summary", "events_before", "events_after", "model", "state"]
+
+
+@pytest.mark.parametrize("point", POINTS)
+async def test_every_span_named_after_a_kill_holds_the_messages_it_names(
+    workdir: Path, spawn_python: SpawnPython, point: str
+) -> None:
+    """The agent killed at each point of a compaction, then resumed on the session for six
+    more requests: every line span named anywhere (each `context` and `compression` event,
+    each summary sent, each artifact's line, the saved state's summary) holds exactly the
+    messages it says, and no message is in the log twice."""
+    child = spawn_python(KILLED_AT_A_POINT, str(workdir), point)
+    assert child.wait() == -signal.SIGKILL, child.communicate()[1]
+    ws = LocalWorkspace(workdir)
+    resumed = resumed_agent(ws)
+    resumed.model = ScriptedModel([f"answer {i}" for i in range(6)])
+    for i in range(6):
+        await resumed.reply(f"question {30 + i} " + "long words " * 600)
+    await resumed.aclose()
+
+    rows = [json.loads(row) for row in ws.context_path("run").read_bytes().splitlines()]
+    copies = [json.dumps({**row, "timestamp": None}, sort_keys=True) for row in rows]
+    assert len(copies) == len(set(copies)), "a message is in the log twice"
+    said: dict[str, dict[str, Any]] = {}
+    compactions = 0
+    for event in await ws.read_events("run"):
+        kind = event["kind"]
+        if kind in ("context", "compression"):
+            compactions += kind == "compression"
+            runs = event.get("spans") or [event["lines"]]
+            assert len(_covered(runs)) == event["messages"], event
+        elif kind == "artifacts":
+            for artifact in event["artifacts"]:
+                if artifact.get("line") is not None:
+                    assert artifact["value"] in json.dumps(rows[artifact["line"] - 1]), artifact
+        elif kind == "message":
+            said[event["message"]["id"]] = event["message"]
+        elif kind == "model_call":
+            sent = set(event["messages"])
+            for mark in (said[i].get("metadata", {}).get("ctxoffload") for i in sent):
+                if mark and mark.get("kind") == "summary":
+                    named = _covered(mark["spans"])
+                    assert max(named) <= len(rows)
+                    assert not {n for n in named if rows[n - 1]["id"] in sent}, event["step"]
+    assert compactions >= 2, "the resumed agent must compact too"
+    saved = await ws.read_state("run")
+    assert saved is not None
+    context = {m["id"] for m in saved["messages"]}
+    for mark in (m.get("metadata", {}).get("ctxoffload") for m in saved["messages"]):
+        if mark and mark.get("kind") == "summary":
+            assert not {n for n in _covered(mark["spans"]) if rows[n - 1]["id"] in context}

@@ -131,3 +131,22 @@ async def test_a_cleared_turn_names_its_own_line_or_none_when_resumed(tmp_path: 
     assert marked == 3 or all(
         m.metadata.get("ctxoffload_thinking_cleared", {}).get("line") is None for m in after
     )
+
+
+async def test_a_turn_cleared_again_after_a_kill_names_the_line_that_holds_it(
+    tmp_path: Path,
+) -> None:
+    """A run killed after clearing the thinking of two turns left them on the log's last
+    lines; resumed from its saved context, the run clears them with an older turn, which is
+    appended after them. The three are on one run of lines, not in their order: each mark
+    named the line its position would have had (the older turn's named the first of the
+    others'), never checked against what the lines hold."""
+    ws = LocalWorkspace(tmp_path)
+    before = thinking_turns(5)
+    await ws.offload_context("s1", [before[4], before[6]])
+    after = (await run_of(ws, ClearThinking(keep=2)).pre_llm(before)).messages
+    rows = [json.loads(row) for row in Path(ws.context_path("s1")).read_text().splitlines()]
+    assert [row["id"] for row in rows] == [before[4].id, before[6].id, before[2].id]
+    for old, new in zip(before[2:7:2], after[2:7:2], strict=True):
+        mark = new.metadata["ctxoffload_thinking_cleared"]
+        assert rows[mark["line"] - 1]["id"] == old.id

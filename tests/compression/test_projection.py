@@ -18,6 +18,7 @@ from ctxoffload import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    to_msgs,
     to_openai,
 )
 from ctxoffload.compression import Projector
@@ -372,8 +373,10 @@ from ctxoffload import ContextConfig, LocalWorkspace, Msg
 from ctxoffload.compression import Projector
 from ctxoffload.model import ScriptedModel
 
-history_file, workdir, reply = sys.argv[1:4]
-history = [Msg.model_validate_json(line) for line in open(history_file, encoding="utf-8")]
+history_file, workdir, reply, form = sys.argv[1:5]
+with open(history_file, encoding="utf-8") as lines:
+    history = [json.loads(line) if form == "dicts" else Msg.model_validate_json(line)
+               for line in lines]
 
 async def killed(self, *args, **kwargs):
     # The compaction is done (what left is in context.jsonl, its events held): the call's
@@ -391,13 +394,16 @@ asyncio.run(projector.project(history))
 """
 
 
+@pytest.mark.parametrize("form", ["messages", "dicts"])
 def test_a_process_killed_between_a_compaction_and_its_record_loses_nothing(
-    tmp_path: Path,
+    tmp_path: Path, form: str
 ) -> None:
     # A compaction's summary, compression and projection events are held and written with
     # the call's record; what leaves is stored before (context.jsonl and its `context`
     # event). Killed in between, the process loses those events only: the next process
     # finds every message that left in context.jsonl once, compacts again and records it.
+    # A history of dicts without ids too: each message got a new random id in each
+    # process, so the next one stored them all again, under other ids.
     import asyncio
     import signal
     import subprocess
@@ -405,9 +411,13 @@ def test_a_process_killed_between_a_compaction_and_its_record_loses_nothing(
 
     from ctxoffload.cli import main as cli
 
-    history = [Msg(role="system", content="You debug builds."), *plausible_session(120)]
+    messages = [Msg(role="system", content="You debug builds."), *plausible_session(120)]
+    history: list[Any] = messages
+    if form == "dicts":
+        history = [{k: v for k, v in d.items() if k != "id"} for d in to_openai(messages)]
     given = tmp_path / "history.jsonl"
-    given.write_text("".join(m.model_dump_json() + "\n" for m in history), encoding="utf-8")
+    lines = [json.dumps(m if form == "dicts" else m.model_dump(mode="json")) for m in history]
+    given.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     workdir = tmp_path / "ws"
     child = subprocess.run(
         [
@@ -417,6 +427,7 @@ def test_a_process_killed_between_a_compaction_and_its_record_loses_nothing(
             str(given),
             str(workdir),
             json.dumps(summary_reply("before the kill")),
+            form,
         ],
         capture_output=True,
         text=True,
@@ -433,15 +444,25 @@ def test_a_process_killed_between_a_compaction_and_its_record_loses_nothing(
     restarted = Projector(workspace, "t1", config=CONFIG, model=_model("after the kill"))
     sent = asyncio.run(restarted.project(history))
     assert "after the kill" in _bytes(sent).decode()
-    stored = [m["id"] for m in asyncio.run(workspace.read_context("t1"))]
-    assert len(set(stored)) == len(stored)  # each message stored once, the kill's copies kept
-    assert stored[: len(stored_first)] == stored_first
-    left = {m.id for m in history} - {m.id for m in sent}
+    rows = asyncio.run(workspace.read_context("t1"))
+    assert [row["id"] for row in rows[: len(stored_first)]] == stored_first  # the kill's kept
+    # Each message stored once (what it says, whatever its id), every one that left.
+    stored = [_says(Msg.model_validate(row)) for row in rows]
+    assert len(set(stored)) == len(stored)
+    # (A dict is read on its own, as the projector reads it: a result's tool name is not
+    # taken from the call before it.)
+    read = messages if form == "messages" else [to_msgs([d])[0] for d in history]
+    left = {_says(m) for m in read} - {_says(m) for m in sent}
     assert left and left <= set(stored)
     kinds = [e["kind"] for e in asyncio.run(workspace.read_events("t1"))]
     assert kinds.count("model_call") == 1 and "compression" in kinds
     assert cli(["verify", "--workdir", str(workdir), "t1"]) == 0
     assert cli(["show", "--workdir", str(workdir), "t1", "--step", "1"]) == 0
+
+
+def _says(msg: Msg) -> str:
+    """What a message says, whatever its id and time."""
+    return msg.model_dump_json(include={"role", "content"})
 
 
 def test_a_projector_serves_runs_on_new_event_loops_with_results_stored_at_once(

@@ -305,7 +305,9 @@ async def test_a_summary_forced_after_the_item_stands_for_it_and_keeps_the_note(
     assert to_responses(first)[1] == OPENAI_COMPACTION_ITEM
     forced = await projector.project(responses_history(items), force=True)
     assert forced[1].metadata["ctxoffload"]["kind"] == "summary"
-    assert forced[2] is note and "ERR-4711" in note.text
+    # The note as the summary's decision holds it (taken from its event, as a restarted
+    # process takes it): the same message, not the same object.
+    assert forced[2] == note and "ERR-4711" in note.text
     assert OPENAI_COMPACTION_ITEM not in to_responses(forced)
     rows = [json.loads(r) for r in _log(local_ws, "t").decode().splitlines()]
     assert rows[3]["metadata"]["responses_item"] == OPENAI_COMPACTION_ITEM  # line 4, once

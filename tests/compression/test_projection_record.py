@@ -52,7 +52,7 @@ _leaf = st.one_of(
     st.integers(min_value=-(10**20), max_value=10**20),
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=20),
-    st.sampled_from([*KEYS, "system", "user", "assistant", "tool", "", "projection"]),
+    st.sampled_from([*KEYS, "m1", "m2", "system", "user", "assistant", "tool", "", "projection"]),
 )
 _json = st.recursive(
     _leaf,
@@ -71,9 +71,18 @@ _value = st.one_of(
     st.lists(_message_like, max_size=3),
     st.integers(min_value=100, max_value=240).map(_nested),
 )
+_cut = st.fixed_dictionaries(
+    {},
+    optional={"key": st.sampled_from([*KEYS, "id:m3"]) | _json, "given": _json, "message": _value},
+)
 _event = st.fixed_dictionaries(
-    {"kind": st.sampled_from(["projection", "provider_compaction", "model_call", "message"])},
+    {
+        "kind": st.sampled_from(
+            ["projection", "projection_cut", "provider_compaction", "model_call", "message"]
+        )
+    },
     optional={
+        "cuts": st.one_of(_value, st.lists(_cut, max_size=3)),
         "start": _value,
         "covers": _value,
         "last_key": _value,
@@ -134,6 +143,12 @@ def test_no_event_line_of_any_shape_makes_a_projection_raise(lines: list[bytes])
         {"kind": "provider_compaction", "note": {"role": "user", "content": [5]}, "item_key": 1},
         {"kind": "model_call", "step": "7"},
         {"kind": "message", "message": {"id": 5, "role": []}},
+        {"kind": "projection_cut", "cuts": "x"},
+        {"kind": "projection_cut", "cuts": [5, None, {"key": 5}]},
+        {"kind": "projection_cut", "cuts": [{"key": "id:m2", "given": "x", "message": {}}]},
+        {"kind": "projection_cut", "cuts": [{"key": "id:m2", "given": 1, "message": {"x": 1}}]},
+        {"kind": "model_call", "messages": ["m1", 5]},
+        {"kind": "model_call", "messages": "m1"},
         [1, 2],
         "projection",
         None,
@@ -148,6 +163,24 @@ async def test_an_event_of_another_shape_is_skipped_and_the_history_sent(
     # TypeError, InvalidContent, AttributeError): every model call of the host failed.
     workspace = LocalWorkspace(tmp_path)
     _write_lines(workspace, "s", [json.dumps(line).encode()])
+    sent = await Projector(workspace, "s", config=CONFIG).project(HISTORY)
+    assert [m.text for m in sent] == ["where does the build fail?", "in step 3"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [{"id": "m1", "role": []}, {"id": "m1", "role": "user", "content": _nested(150)}, [5]],
+    ids=["no role", "nested", "no object"],
+)
+async def test_a_model_call_whose_messages_do_not_read_leaves_the_newest_turn_fresh(
+    tmp_path: Path, message: Any
+) -> None:
+    # What the latest call was sent is taken up by a restarted process (which messages are
+    # fresh): a call naming a message the record holds in no shape a message has is as no
+    # call, and the history is projected as on a first call.
+    workspace = LocalWorkspace(tmp_path)
+    lines = [{"kind": "message", "message": message}, {"kind": "model_call", "messages": ["m1"]}]
+    _write_lines(workspace, "s", [json.dumps(line).encode() for line in lines])
     sent = await Projector(workspace, "s", config=CONFIG).project(HISTORY)
     assert [m.text for m in sent] == ["where does the build fail?", "in step 3"]
 

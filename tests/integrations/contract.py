@@ -67,20 +67,26 @@ def call_id(turn: Turn) -> str:
     return "call_" + hashlib.sha256(turn.user.encode()).hexdigest()[:12]
 
 
+def answer(turn: Turn) -> str:
+    """The model's answer to a turn: the same turn has the same answer in every process (the
+    calls of a conversation resumed in a new process are compared with an unbroken one's)."""
+    return "answer to " + " ".join(turn.user.split()[:2])
+
+
 def scripted(
     turns: list[Turn], call: Callable[[str, dict[str, Any], str], Any], say: Callable[[str], Any]
 ) -> tuple[list[Any], list[str]]:
     """A scripted model's replies for `turns`, in the host's types, and the outputs its tool
     returns in order: per turn, a call of the tool `fetch` (id `call_id(turn)`) where the turn
-    calls one, then the answer `answer <number>`. `call(name, arguments, id)` and `say(text)`
-    build the host's replies."""
+    calls one, then its `answer`. `call(name, arguments, id)` and `say(text)` build the
+    host's replies."""
     replies: list[Any] = []
     outputs: list[str] = []
-    for number, turn in enumerate(turns):
+    for turn in turns:
         if turn.tool_output is not None:
             replies.append(call("fetch", turn.arguments, call_id(turn)))
             outputs.append(turn.tool_output)
-        replies.append(say(f"answer {number}"))
+        replies.append(say(answer(turn)))
     return replies, outputs
 
 

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from contract import DoorDriver, Outcome, Turn, call_id, run_held_in_its_tool
+from contract import DoorDriver, Outcome, Turn, answer, call_id, run_held_in_its_tool
 
 from ctxoffload import (
     Agent,
@@ -55,12 +55,12 @@ class AgentDriver(DoorDriver):
     async def _converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         script: list[Any] = []
         outputs: list[str] = []
-        for number, turn in enumerate(turns):
+        for turn in turns:
             if turn.tool_output is not None:
                 call = ToolCallBlock(id=call_id(turn), name="fetch", input=turn.arguments)
                 script.append(Msg(role="assistant", content=[call]))
                 outputs.append(turn.tool_output)
-            script.append(f"answer {number}")
+            script.append(answer(turn))
         model = ScriptedModel(script, context_window=CONFIG.context_window)
         gate = made.gate
 

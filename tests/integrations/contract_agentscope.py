@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from contract import DoorDriver, Outcome, Turn, call_id, run_held_in_its_tool
+from contract import DoorDriver, Outcome, Turn, answer, call_id, run_held_in_its_tool
 
 from ctxoffload._disk.ids import session_id_for
 
@@ -89,10 +89,10 @@ class AgentScopeDriver(DoorDriver):
 
         allow = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="contract")
         with OpenAIServer() as server:
-            for number, turn in enumerate(turns):
+            for turn in turns:
                 if turn.tool_output is not None:
                     server.add(_tool_call(call_id(turn), turn.arguments))
-                server.add(chat_completion(f"answer {number}"))
+                server.add(chat_completion(answer(turn)))
             model = OpenAIChatModel(
                 credential=OpenAICredential(api_key="test", base_url=server.base_url),
                 model="gpt-4o",

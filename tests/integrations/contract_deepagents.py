@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from contract import DoorDriver, Outcome, Turn, call_id
+from contract import DoorDriver, Outcome, Turn, answer, call_id
 
 from ctxoffload._disk.ids import session_id_for
 from ctxoffload._doors.doors import DOORS
@@ -55,12 +55,12 @@ class DeepAgentsDriver(DoorDriver):
 
         replies: list[Any] = []
         outputs: list[str] = []
-        for number, turn in enumerate(turns):
+        for turn in turns:
             if turn.tool_output is not None:
                 replies.append(call("fetch", turn.arguments, call_id(turn)))
                 # deepagents evicts only results over its own limit (20,000 tokens).
                 outputs.append(turn.tool_output * (1 + 200_000 // len(turn.tool_output)))
-            replies.append(AIMessage(content=f"answer {number}"))
+            replies.append(AIMessage(content=answer(turn)))
         model = ToolCallingFakeModel(messages=iter(replies))
 
         @tool

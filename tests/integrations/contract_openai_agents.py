@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from contract import DoorDriver, Outcome, Turn, call_id, run_held_in_its_tool, sessions_of
+from contract import answer as answer_to
 
 from ctxoffload import ContextConfig
 
@@ -64,11 +65,11 @@ class OpenAIAgentsDriver(DoorDriver):
 
         replies: list[Any] = []
         outputs: list[str] = []
-        for number, turn in enumerate(turns):
+        for turn in turns:
             if turn.tool_output is not None:
                 replies.append(tool_call("fetch", call_id(turn), **turn.arguments))
                 outputs.append(turn.tool_output)
-            replies.append(answer(f"answer {number}"))
+            replies.append(answer(answer_to(turn)))
         model = Scripted(*replies)
         gate, entered = made.gate, made.entered
 

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from contract import DoorDriver, Outcome, Turn, call_id, run_held_in_its_tool, sessions_of
+from contract import DoorDriver, Outcome, Turn, answer, call_id, run_held_in_its_tool, sessions_of
 
 from ctxoffload import ContextConfig
 from ctxoffload._disk.ids import session_id_for
@@ -45,11 +45,11 @@ class PydanticAiDriver(DoorDriver):
 
         replies: list[Any] = []
         outputs: list[str] = []
-        for number, turn in enumerate(turns):
+        for turn in turns:
             if turn.tool_output is not None:
                 replies.append(call("fetch", turn.arguments, call_id(turn)))
                 outputs.append(turn.tool_output)
-            replies.append(say(f"answer {number}"))
+            replies.append(say(answer(turn)))
         model = Scripted(*replies)
         gate, entered = made.gate, made.entered
 

@@ -292,12 +292,14 @@ def test_a_resumed_conversation_sends_what_an_unbroken_one_sends(
     turns = [
         Turn(f"question {i} " * 40, tool_output=MEDIUM if i % 3 == 0 else None) for i in range(12)
     ]
+    # A request too long to stay whole when the context is compacted, sent cut from then on.
+    turns[8] = Turn("question 8 " + "and one more detail " * 150)
     unbroken = driver.converse(driver.make(LocalWorkspace(tmp_path / "a")), "r", turns).sent
     made = driver.make(LocalWorkspace(tmp_path / "b"))
-    driver.converse(made, "r", turns[:-1])
+    driver.converse(made, "r", turns[:-3])
     # A new door object on a new workspace object, as a restarted process builds them.
     again = driver.reopen(made, LocalWorkspace(tmp_path / "b"))
-    resumed = driver.converse(again, "r", turns[-1:]).sent
+    resumed = driver.converse(again, "r", turns[-3:]).sent
     assert len(unbroken) > len(resumed) >= 1
     assert any(len(b) < len(a) for a, b in itertools.pairwise(unbroken)), (
         "nothing was ever compacted: the conversation is too short to test a resume"
@@ -308,10 +310,14 @@ def test_a_resumed_conversation_sends_what_an_unbroken_one_sends(
             text.replace(str(folder.resolve()), "WS").replace(str(folder), "WS") for text in sent
         ]
 
-    # The first call after the resume re-applies every decision made before it (the summaries
-    # and cuts read back from the session): it must be the unbroken run's, byte for byte.
+    # Every call after the resume is the unbroken run's, byte for byte: the decisions made
+    # before it (the summaries and cuts read back from the session) applied again, and those
+    # made after it made from what the unbroken run knew (the files stored, what was sent).
     first_resumed = len(unbroken) - len(resumed)
-    assert neutral(resumed[0], tmp_path / "b") == neutral(unbroken[first_resumed], tmp_path / "a")
+    for at, (call, theirs) in enumerate(zip(resumed, unbroken[first_resumed:], strict=True)):
+        assert neutral(call, tmp_path / "b") == neutral(theirs, tmp_path / "a"), (
+            f"call {at + 1} after the resume differs"
+        )
 
 
 # -- same tools, same answers --------------------------------------------------------------------

@@ -38,6 +38,7 @@ __all__ = [
     "OverWindow",
     "Pin",
     "Projection",
+    "ProjectionCut",
     "ProviderCompaction",
     "Summary",
     "Truncation",
@@ -430,6 +431,27 @@ class Projection(Event):
         return (
             f"projected {plural(self.covers, 'message')} of the host's history as a summary "
             f"(through {said(self.last_key)}); every later call sends the summary instead"
+        )
+
+
+class ProjectionCut(Event):
+    """A projector's decision: some of a host's messages are sent cut from now on. Each of
+    `cuts` is `{"key", "given", "message"}`: the message's key across calls, the digest of
+    the message as the host gave it (a message changed under its key is not the one cut),
+    and the message as sent, head and notice naming the file that holds what was cut."""
+
+    kind = EventKind.PROJECTION_CUT
+    log_level = "INFO"
+    cuts: list[dict[str, Any]]
+
+    def sentence(self) -> str:
+        cuts = self.cuts if isinstance(self.cuts, list) else []
+        keys = [said(c.get("key")) if isinstance(c, dict) else "?" for c in cuts]
+        named = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        return (
+            f"projected {plural(len(cuts) if self.cuts is not None else None, 'message')} of "
+            f"the host's history cut to fit ({named or '?'}); every later call sends "
+            f"{'it' if len(cuts) == 1 else 'them'} cut"
         )
 
 

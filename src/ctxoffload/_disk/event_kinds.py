@@ -87,6 +87,10 @@ class EventKind:
     # Written by a `Projector` (a host that keeps its own history): which of the host's
     # messages a summary stands for, and the summary, re-applied on every later call.
     PROJECTION = "projection"
+    # Written by a `Projector` when what it sends for some of the host's messages is cut to
+    # fit (a compaction's cut of the newest turn, of a long request, of a call's arguments):
+    # each message's key and the message as sent, re-applied on every later call.
+    PROJECTION_CUT = "projection_cut"
     # Written by the memory tool, in the session of the agent that changed a memory file:
     # the command, the path, and what changed (bounded).
     MEMORY = "memory"

@@ -818,7 +818,7 @@ class Agent:
         # run's would (the summary's own are in its mark, taken over at the next compaction).
         if isinstance(self.offloader, EventLog):
             record = await self.offloader.read_events(self.session_id)
-            self.compressor.note_stored_since_compaction(e for e in record if events.is_event(e))
+            self.compressor.resume(e for e in record if events.is_event(e))
 
 
 def _check_offloader(offloader: object) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..messages import Msg
@@ -45,7 +46,7 @@ class Pending:
     task: asyncio.Task[tuple[SummaryOutcome, str]]
     older: list[Msg]
     persisted: Persisted
-    lines: dict[str, int] | None
+    lines: Mapping[str, int] | None
     previous: Summary | None
     started: float = field(default_factory=time.monotonic)
 

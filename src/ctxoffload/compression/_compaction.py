@@ -321,7 +321,7 @@ class Compaction:
             if persisted.failure is not None:
                 reason = f"offload failed: {persisted.failure}"
                 return _unchanged(context, reason, counted, counted.tokens)
-            lines = await self.services.read_back(persisted, plan.older)
+            lines = persisted.found_at
             outcome = await self._summarise(plan, persisted, cfg, window, model, deadline)
             if scanning is not None:
                 self.services.scanned.add(unscanned, await scanning)
@@ -438,7 +438,7 @@ class Compaction:
         tools: Sequence[dict[str, Any]],
         cfg: ContextConfig,
         window: int,
-        lines: dict[str, int] | None,
+        lines: Mapping[str, int] | None,
         *,
         deadline: float,
     ) -> CompressionResult:
@@ -506,7 +506,7 @@ class Compaction:
         tools: Sequence[dict[str, Any]],
         cfg: ContextConfig,
         window: int,
-        lines: dict[str, int] | None,
+        lines: Mapping[str, int] | None,
         clock: IndexClock,
     ) -> tuple[Msg, ArtifactIndex]:
         """The summary message (within the reserve), followed by the artifact index of what
@@ -561,7 +561,7 @@ class Compaction:
         kept: Sequence[Msg],
     ) -> tuple[Msg, dict[str, Any]]:
         """`note` followed by the artifact index of what left (see `Compressor.index_note`)."""
-        lines = await self.services.read_back(persisted, leaving)
+        lines = persisted.found_at
         state = SummaryState()
         state.adopt_index(dict(earlier))
         index = artifact_index(
@@ -612,7 +612,7 @@ class Compaction:
         )
         if persisted.failure is not None:
             return False
-        lines = await self.services.read_back(persisted, older)
+        lines = persisted.found_at
         previous = self.services.state.summary
         task = asyncio.create_task(self._summary_of(older, cfg, window, model))
         self._pending = Pending(task, older, persisted, lines, previous)

@@ -35,10 +35,11 @@ from ._persisted import Persisted
 from ._protect import Protected, is_pinned
 from ._provider_compaction import absorb_in_context
 from ._result import CompressionResult
+from ._resume import take_up
 from ._services import RunServices, RunSettings
 from ._split import SplitStrategy
 from ._stored_outputs import WholeOutput
-from ._summary_message import Artifact, stored_since_compaction
+from ._summary_message import Artifact
 from ._summary_model import Summary
 from ._tool_names import ReaderTools
 from ._truncate import Truncation
@@ -549,12 +550,21 @@ class Compressor:
         state = self._services.state
         state.artifacts[:0] = artifacts
 
-    def note_stored_since_compaction(self, events: Iterable[Mapping[str, Any]]) -> None:
-        """Note the files a session's record (its events, oldest first) says were stored
-        whole since its latest compaction, before the ones this object noted itself: a
-        restarted process's next summary lists them as an unbroken run's would (the latest
-        summary's own files come back with it when it is adopted)."""
-        self.note_earlier_artifacts(stored_since_compaction(events))
+    def resume(self, events: Iterable[Mapping[str, Any]]) -> None:
+        """Take up a session that an earlier process wrote, from its record (its events,
+        oldest first), so that this one goes on as an unbroken run would: the one resume
+        path of a `Projector`'s first call and of an `Agent` resumed from its saved state.
+
+        The files the record says were stored whole since its latest compaction are noted
+        before the ones this object noted itself (the next summary lists them as an unbroken
+        run's would; the latest summary's own files come back with it when it is adopted),
+        and what the latest model calls were sent is noted as sent (the messages after them
+        are the fresh ones, as they would be for the run that made those calls).
+        """
+        taken = take_up(events)
+        self.note_earlier_artifacts(taken.stored)
+        if taken.latest:
+            self._services.resume_sent(taken.before, taken.latest)
 
     def note_stored_output(self, tool_id: str, kept: str, whole: WholeOutput) -> None:
         """The context keeps `kept` for call `tool_id`, whose whole output was stored as

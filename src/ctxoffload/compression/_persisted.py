@@ -32,12 +32,18 @@ class Persisted:
             were in the log already, at lines apart (resumed after a kill, with another
             split), so that a summary names only the lines it replaced.
         failure: what the offloader raised; then nothing was kept and nothing may leave.
+        found_at: the line each message is on, by its id, found by matching the lines the
+            offloader reads back to the messages (`lines_of`), never by where an append
+            would have put it: a message in the log already (a run resumed after a kill)
+            is where it was, which need not be in the batch's order. A message not found
+            at its lines is absent; None when the offloader cannot read references back.
     """
 
     reference: str | None = None
     line_span: tuple[int, int] | None = None
     failure: Exception | None = None
     spans: tuple[tuple[int, int], ...] = ()
+    found_at: Mapping[str, int] | None = None
 
     @property
     def lines(self) -> list[int] | None:
@@ -48,15 +54,6 @@ class Persisted:
     def apart(self) -> dict[str, list[list[int]]]:
         """The event field `spans` of these lines (`spans_field`)."""
         return spans_field(self.spans)
-
-    def line_of_each(self, count: int) -> list[int | None]:
-        """The line of each of the `count` messages persisted, in their order: known when
-        they took one run of `count` lines (all written now, in order); None for each when
-        some were in the log already, at lines of their own, rather than a wrong number."""
-        if len(self.spans) == 1 and self.spans[0][1] - self.spans[0][0] + 1 == count:
-            first = self.spans[0][0]
-            return [first + n for n in range(count)]
-        return [None] * count
 
 
 def lines_of(

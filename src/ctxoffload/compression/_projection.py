@@ -8,8 +8,12 @@ context passes the trigger, the older messages replaced by a summary (they are a
 `context.jsonl` first). The decisions are kept and re-applied, so the same history projects to
 the same messages (equal objects, byte-identical once serialised: the provider's prompt cache
 holds), a history with one more message changes only the tail, and a process restarted on the
-same session projects the same way (a summary's decision is an event of the session; a tool
-result's is made again, to the same file and the same head).
+same session projects the same way on every call: each decision (a summary, a provider's
+compaction, a message sent cut) is an event of the session, taken from its event by the
+process that made it as by any after it (`_decisions.py`); a tool result over the limit is
+cut again, to the same file and the same head; and what the next compaction decides from
+(the files stored since the last one, what the model was last sent) is read back from the
+record (`Compressor.resume`).
 """
 
 from __future__ import annotations
@@ -19,14 +23,13 @@ import json
 import threading
 import time
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._depth import STORE_DEPTH, depth_error, text_form, too_deep
 from .._disk.compact_requests import CompactRequests
-from .._disk.events import CompactRequest, EventKind, Projection, is_event
+from .._disk.events import CompactRequest, Projection, is_event
 from .._disk.ids import validate_session_id
-from .._disk.records import Event, is_count
+from .._disk.records import Event
 from .._loop import CallerLoop, LoopLock, LoopThread
 from .._message_log import InlinePayloads, ModelCalls
 from ..exceptions import ConfigError, InvalidContent
@@ -34,6 +37,7 @@ from ..formats import to_msgs
 from ..messages import Msg, ToolResultBlock
 from ..tokens import get_token_counter
 from ._compressor import Compressor
+from ._decisions import Cover, Decisions, cut_record
 from ._managers import asked_config, compact_event
 from ._notes import is_summary_message
 from ._provider_compaction import (
@@ -55,27 +59,8 @@ __all__ = ["Projector"]
 
 _T = TypeVar("_T")
 
-
-@dataclass(frozen=True)
-class _ProviderCut:
-    """A provider's compaction item in the history (`_provider_compaction.py`): the message
-    whose key is `key` carries it; the messages before it (after the leading system ones)
-    are not sent, and `note` is sent right after the item's turn."""
-
-    key: str
-    note: Msg
-
-
-@dataclass(frozen=True)
-class _Cover:
-    """A summary's decision: the history's messages from `start` (after the leading system
-    messages) up to `start + count` are sent as `messages`; `last_key` is the key of the
-    last one covered, so a history that is not the one summarised is seen."""
-
-    start: int
-    count: int
-    last_key: str
-    messages: tuple[Msg, ...]
+_HASHED = "sha256:"
+"""The start of the key of a message known by its content (it has no id of its own)."""
 
 
 class Projector:
@@ -128,8 +113,10 @@ class Projector:
         # Per message object given (by `id`, holding it so the id stays its own): how it is
         # read and its key.
         self._keys: dict[int, tuple[Any, Msg | Mapping[str, Any], str]] = {}
-        self._cover: _Cover | None = None
-        self._provider: _ProviderCut | None = None
+        # What it decided (summaries, a provider's compaction, cuts), each as its event
+        # says: taken back from the session's record by a restarted process, and from the
+        # event it writes by this one (`_decisions.py`).
+        self._decisions = Decisions()
         # What each call was sent, recorded as the Agent records its own model calls, so
         # `ctxoffload show --step N` rebuilds it: the step (numbered over the session) and
         # the keys of the history last projected (the same history again is a retry).
@@ -197,7 +184,8 @@ class Projector:
         Args:
             history: every message, oldest first, as ctxoffload `Msg` objects or OpenAI /
                 Anthropic message dicts (read with `to_msgs`). A message is known across
-                calls by its `id` where it has one, else by a hash of its content.
+                calls (and processes) by its `id` where it has one, else by a hash of its
+                content, which then names it (its `id` in what is sent and stored).
             tools: the tool schemas sent with the call (they count against the window).
             force: summarise now, even below the trigger: the provider said the projection
                 is over its window (`is_context_overflow`); later calls re-apply it. A
@@ -335,7 +323,7 @@ class Projector:
         system = leading_system(items)
         cover = self._cover_for(keys, system)
         holder = newest_compaction(items)
-        summarised: _Cover | None = None
+        summarised: Cover | None = None
         if holder is not None and holder > system:
             if cover is not None and cover.start + cover.count > holder:
                 holder = None  # a summary made since stands for the item too
@@ -364,7 +352,7 @@ class Projector:
         )
         # A compaction asked for from outside runs on a window assumed for it (the
         # context's own size): its cuts of new messages would be cuts to that.
-        cuts = {} if asked else self._adopt_cuts(keys, sent, result.messages, system)
+        cuts = {} if asked else await self._adopt_cuts(keys, sent, result.messages, system)
         if result.compressed:
             out = await self._decide(keys, sent, out, result.messages, system, cover)
         elif cuts:
@@ -396,7 +384,9 @@ class Projector:
         await compressor.check_window(out, compressor.count(out, tools))
 
     async def _load(self) -> None:
-        """Read the latest summary decision of the session back (a restarted process).
+        """Read the session's decisions back (a restarted process): every summary, provider
+        compaction and cut its record holds, applied as this process applies its own
+        (`Decisions.read`).
 
         The record is read as `show` reads it: a line that is no event, or an event of a
         shape this version does not read (a newer release's, a damaged line), is skipped;
@@ -406,13 +396,14 @@ class Projector:
         self._loaded = True
         events = [e for e in await self._workspace.read_events(self._session_id) if is_event(e)]
         self._calls.remember(events)
-        for event in events:
-            kind = event["kind"]
-            if kind == EventKind.PROVIDER_COMPACTION:
-                self._provider = _provider_cut(event) or self._provider
-            elif kind == EventKind.PROJECTION:
-                self._cover = _cover_of(event) or self._cover
-        self._compressor.note_stored_since_compaction(events)
+        self._decisions.read(events)
+        self._compressor.resume(events)
+
+    async def _decided(self, record: Event) -> None:
+        """Make a decision: write its event (with the call's record) and take it from there,
+        as a restarted process takes it from the session's record."""
+        await self._compressor.event(record)
+        self._decisions.take(record.to_json())
 
     async def _record(
         self, keys: list[str], sent: list[Msg], tools: Sequence[dict[str, Any]], started: float
@@ -503,9 +494,9 @@ class Projector:
         self._keys[id(item)] = (item, read, key)
         return read, key
 
-    def _cover_for(self, keys: list[str], system: int) -> _Cover | None:
+    def _cover_for(self, keys: list[str], system: int) -> Cover | None:
         """The summary decision, where the history still holds what it summarised."""
-        cover = self._cover
+        cover = self._decisions.cover
         if cover is None:
             return None
         end = cover.start + cover.count
@@ -517,23 +508,24 @@ class Projector:
         """The messages this projector wrote (the summary, a provider compaction's note) by
         key: a host that keeps what it was sent gives them back as its own objects, which
         lose their marks on the way (LangChain keeps no metadata)."""
-        own = list(self._cover.messages) if self._cover is not None else []
-        if self._provider is not None:
-            own.append(self._provider.note)
+        own = list(self._decisions.cover.messages) if self._decisions.cover is not None else []
+        if self._decisions.provider is not None:
+            own.append(self._decisions.provider.note)
         return {f"id:{msg.id}": msg for msg in own}
 
     async def _each(
         self,
         history: Sequence[Msg | Mapping[str, Any]],
         keys: list[str],
-        cover: _Cover | None,
+        cover: Cover | None,
         skip: range | None = None,
         own: Mapping[str, Msg] | None = None,
     ) -> list[Msg | None]:
         """What is sent for each message: read once, truncated once; None for a message a
         summary or a provider's compaction item stands for (`skip`; not read at all, as a
         restarted process need not). A message of the projector's own (`own`) given back
-        with the same text is sent as the projector's object, its marks intact."""
+        with the same text is sent as the projector's object, its marks intact; one sent cut
+        (`Decisions.cut_for`, in this process or an earlier one) is sent as it was cut."""
         if skip is None:
             skip = range(cover.start, cover.start + cover.count) if cover is not None else range(0)
         sent: list[Msg | None] = []
@@ -545,13 +537,15 @@ class Projector:
             if known is not None and _same(known[0], item):
                 sent.append(known[2])
                 continue
-            msg = item if isinstance(item, Msg) else _read(item, i)
+            msg = item if isinstance(item, Msg) else _read(item, i, key)
             mine = own.get(key) if own else None
             if mine is not None and _says_same(mine, msg):
                 self._seen[key] = (item, mine, mine)
                 sent.append(mine)
                 continue
-            projected = await self._compressor.process_message(msg)
+            projected = self._decisions.cut_for(key, msg)
+            if projected is None:
+                projected = await self._compressor.process_message(msg)
             self._seen[key] = (item, msg, projected)
             sent.append(projected)
         return sent
@@ -563,7 +557,7 @@ class Projector:
         sent: list[Msg | None],
         system: int,
         holder: int,
-        summarised: _Cover | None,
+        summarised: Cover | None,
     ) -> list[Msg]:
         """What is sent from a provider's compaction item on: the item's turn, the note,
         the rest. The first time the item is seen (in this process or, through the session's
@@ -574,7 +568,7 @@ class Projector:
         note stands for them) and those a summary stands for (`summarised`); the newest of
         those notes carries its index on into the new one."""
         rest = [m for m in sent[holder:] if m is not None]
-        cut = self._provider
+        cut = self._decisions.provider
         if cut is None or cut.key != keys[holder]:
             start, notes = system, list(summarised.messages) if summarised is not None else []
             if summarised is not None:
@@ -582,7 +576,7 @@ class Projector:
             if cut is not None and cut.key in keys[start:holder]:
                 start, notes = keys.index(cut.key, start, holder), [cut.note]
             before = [
-                item if isinstance(item, Msg) else _read(item, i)
+                item if isinstance(item, Msg) else _read(item, i, keys[i])
                 for i, item in enumerate(history[start:holder], start=start)
             ]
             done = await absorb(
@@ -590,32 +584,41 @@ class Projector:
             )
             if done is None:  # not stored: nothing may leave
                 return [*notes, *before, *rest]
-            cut = self._provider = _ProviderCut(keys[holder], done.note)
+            # (Its event is written by `absorb`; taken from it, as a restarted process would.)
+            self._decisions.take(done.event.to_json())
+            cut = self._decisions.provider
+            if cut is None or cut.key != keys[holder]:  # (its own event always reads)
+                return [*notes, *before, *rest]
         at = note_position(rest, 0)
         return [*rest[:at], cut.note, *rest[at:]]
 
-    def _adopt_cuts(
+    async def _adopt_cuts(
         self, keys: list[str], sent: list[Msg | None], now: Sequence[Msg], system: int
     ) -> dict[str, Msg]:
         """Keep the cuts a compaction made to messages it kept (a new message's long text,
-        or a new result, cut to fit the reserve, each stored whole first): `sent` and every
-        later call send the cut, not the message as it was. By message id, the cuts made.
-
-        A restarted process needs no record of them: what the cut message was is whole in
-        the host's history, and the next compaction cuts it again or lets it leave."""
+        a new result, a call's long arguments, cut to fit the reserve, each stored whole
+        first): recorded in the session (a `projection_cut` event) and taken from there, so
+        that `sent`, every later call and a restarted process send the cut, not the message
+        as it was. By message id, the cuts made."""
         given = {m.id: i for i, m in enumerate(sent) if m is not None and i >= system}
-        cuts: dict[str, Msg] = {}
+        made: list[tuple[int, Msg, Msg]] = []
         for msg in now:
             i = given.get(msg.id)
             if i is None:
                 continue
-            before = sent[i]
-            if before is None or before is msg or before.content == msg.content:
+            before, known = sent[i], self._seen.get(keys[i])
+            if before is None or known is None or before is msg or before.content == msg.content:
                 continue
-            sent[i] = cuts[msg.id] = msg
-            known = self._seen.get(keys[i])
-            if known is not None:
-                self._seen[keys[i]] = (known[0], known[1], msg)
+            made.append((i, known[1], msg))
+        if not made:
+            return {}
+        await self._decided(cut_record((keys[i], read, msg) for i, read, msg in made))
+        cuts: dict[str, Msg] = {}
+        for i, read, msg in made:
+            cut = self._decisions.cut_for(keys[i], read) or msg  # (its own event always reads)
+            sent[i] = cuts[cut.id] = cut
+            item = self._seen[keys[i]][0]
+            self._seen[keys[i]] = (item, read, cut)
         return cuts
 
     def _forget_dropped(
@@ -625,6 +628,7 @@ class Projector:
         if len(self._seen) > 2 * len(keys) + 64:
             current = set(keys)
             self._seen = {k: v for k, v in self._seen.items() if k in current}
+            self._decisions.keep_only(current)
         if len(self._keys) > 2 * len(keys) + 64:
             self._keys = {
                 id(item): (item, read, key)
@@ -638,7 +642,7 @@ class Projector:
         given: list[Msg],
         now: list[Msg],
         system: int,
-        cover: _Cover | None,
+        cover: Cover | None,
     ) -> list[Msg]:
         """Keep what a compaction decided: which of the history's messages its summary
         stands for, recorded in the session for a restarted process.
@@ -658,45 +662,24 @@ class Projector:
         if count <= 0 or (cover is not None and count < cover.count):
             return now  # the summary stands for no more of the history than before
         summary = tuple(now[system : len(now) - kept])
-        self._cover = _Cover(system, count, keys[system + count - 1], summary)
-        await self._compressor.event(
+        decision = Cover(system, count, keys[system + count - 1], summary)
+        await self._decided(
             Projection(
                 start=system,
                 covers=count,
-                last_key=keys[system + count - 1],
+                last_key=decision.last_key,
                 messages=[m.model_dump(mode="json", exclude_none=True) for m in summary],
             )
         )
+        if (
+            self._decisions.cover is not None
+            and self._decisions.cover.last_key == decision.last_key
+        ):
+            summary = self._decisions.cover.messages
+        else:  # (its own event always reads)
+            self._decisions.cover = decision
         tail = [m for m in sent[system + count :] if m is not None]
         return [*now[:system], *summary, *tail]
-
-
-def _cover_of(event: Mapping[str, Any]) -> _Cover | None:
-    """The summary decision a `projection` event records; None when it does not read as one
-    (a field missing or of another type, no message, a message `to_msgs` refuses)."""
-    start, count = event.get("start"), event.get("covers")
-    last_key, messages = event.get("last_key"), event.get("messages")
-    if not (is_count(start) and is_count(count) and count > 0 and isinstance(last_key, str)):
-        return None
-    if not isinstance(messages, list) or not messages:
-        return None  # a summary that stands for messages is sent in their place
-    try:
-        sent = tuple(to_msgs(messages))
-    except (ValueError, TypeError):  # InvalidContent, pydantic's ValidationError
-        return None
-    return _Cover(start, count, last_key, sent)
-
-
-def _provider_cut(event: Mapping[str, Any]) -> _ProviderCut | None:
-    """The note a `provider_compaction` event records, with the key of the message holding
-    the item; None when it does not read as one."""
-    note, key = event.get("note"), event.get("item_key")
-    if not isinstance(note, dict) or not isinstance(key, str):
-        return None
-    try:
-        return _ProviderCut(key, Msg.model_validate(note))
-    except (ValueError, TypeError):  # pydantic's ValidationError is a ValueError
-        return None
 
 
 def _same(seen: Msg | Mapping[str, Any], item: Msg | Mapping[str, Any]) -> bool:
@@ -723,17 +706,22 @@ def _left_out(history: Sequence[Msg | Mapping[str, Any]], out: Sequence[Msg]) ->
     return frozenset(i for i in ids if isinstance(i, str) and i and i not in sent)
 
 
-def _read(item: Mapping[str, Any], index: int) -> Msg:
-    """One message of a host's history as a `Msg`.
+def _read(item: Mapping[str, Any], index: int, key: str | None = None) -> Msg:
+    """One message of a host's history as a `Msg`; one without an id of its own is named
+    by its `key` (`_key`: a hash of its content), the same in every process, so a restarted
+    process records it, stores it (once) and knows it as sent under the same id.
 
     Raises:
         InvalidContent: naming the message by its index in the history.
     """
     try:
-        return to_msgs([item])[0]
+        msg = to_msgs([item])[0]
     except InvalidContent as exc:
         problem = " ".join(str(exc).split()).removeprefix("objs[0] ")
         raise InvalidContent(f"Projector.project: history[{index}] {problem}") from None
+    if key is not None and key.startswith(_HASHED):
+        msg = msg.model_copy(update={"id": key[len(_HASHED) :][:32]})
+    return msg
 
 
 def _key(item: Msg | Mapping[str, Any]) -> str:
@@ -747,4 +735,4 @@ def _key(item: Msg | Mapping[str, Any]) -> str:
         text = json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
     except (TypeError, ValueError):  # keys json cannot sort or write (`{1: "a", "b": 2}`)
         text = text_form(item)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return _HASHED + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -234,12 +234,15 @@ class RunServices:
                 self.state.record_offload(str(ref), span)
         else:
             self.state.record_offload(str(ref), None)
-        return Persisted(str(ref), line_span, spans=spans)
+        persisted = Persisted(str(ref), line_span, spans=spans)
+        return replace(persisted, found_at=await self._read_back(persisted, messages))
 
-    async def read_back(self, persisted: Persisted, older: Sequence[Msg]) -> dict[str, int] | None:
-        """The line of the context log each message that leaves is on, read back from the
-        offloader (the fidelity check: a message is recoverable when its line holds it);
-        None when the offloader cannot read references back.
+    async def _read_back(self, persisted: Persisted, older: Sequence[Msg]) -> dict[str, int] | None:
+        """The line of the context log each message persisted is on, read back from the
+        offloader and matched to the messages (`lines_of`): what names a message's line
+        (the artifact index, a cleared turn's mark) and the fidelity check (a message is
+        recoverable when its line holds it); None when the offloader cannot read
+        references back.
 
         An offloader that reads lines (`LineReader`) is asked for the spans' lines only, so
         a compaction reads what it wrote, not the whole log; if any message is not found
@@ -286,6 +289,13 @@ class RunServices:
             last_reply = max((i for i, m in enumerate(rest) if m.role == "assistant"), default=-1)
             first = max(first, last_reply)
         return {m.id for m in rest[turn_start(rest, first) :]}
+
+    def resume_sent(self, before: set[str] | None, latest: Sequence[Msg]) -> None:
+        """Take up what an earlier process's latest model calls were sent (`take_up`): the
+        ids of the call before the latest (None: there was none) and the latest call's
+        messages, noted as that process noted them."""
+        self.seen = before
+        self.note_sent(latest, latest)
 
     def note_sent(self, given: Sequence[Msg], sent: Sequence[Msg]) -> set[str]:
         """Remember that `sent` (made from `given`) goes to the model, so the next call

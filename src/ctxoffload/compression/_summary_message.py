@@ -252,7 +252,7 @@ def stored_since_compaction(events: Iterable[Mapping[str, Any]]) -> list[Artifac
     oldest first: the next summary lists them after those the latest one names, as an
     unbroken run's would, so a restarted process (a projector's, or the `Agent`'s resumed
     from its saved state) notes them before its first compaction
-    (`Compressor.note_stored_since_compaction`)."""
+    (`Compressor.resume`)."""
     trail: list[Artifact] = []
     for event in events:
         kind = event.get("kind")

@@ -239,6 +239,21 @@ class Truncator:
             services.state.artifacts.append(
                 Artifact(reference, cut.total_bytes, source, cut.total_lines)
             )
+        # Recorded as a result's cut is: the record says every file stored since the latest
+        # compaction, which a resumed session lists in its next summary as an unbroken one does.
+        await self._event(
+            events.Truncation(
+                tool_id=f"{msg.role}-{msg.id}",
+                tool_name=source,
+                reference=reference,
+                tokens_before=services.counter.count_text(text),
+                tokens_after=services.counter.count_text(cut.text),
+                lines_shown=cut.shown_lines,
+                lines_total=cut.total_lines,
+                **({"last_line_partial": True} if cut.last_line_partial else {}),
+                **({"bytes_total": cut.total_bytes} if reference is not None else {}),
+            )
+        )
         others = [b for b in msg.blocks if not isinstance(b, TextBlock)]
         content: list[Any] = [TextBlock(text=cut.text), *others]
         digest = _digest(cut.text)

@@ -101,10 +101,12 @@ class ClearThinking:
         if persisted.failure is not None:
             run.report(f"ClearThinking: offload failed: {persisted.failure}")
             return messages
-        lines = persisted.line_of_each(len(older))
+        # Each message's line as the log holds it (one stored already, by a run killed and
+        # resumed, is where it was: not where its place in this batch would put it).
+        lines = persisted.found_at or {}
         after = list(messages)
         blocks = 0
-        for n, i in enumerate(older):
+        for i in older:
             msg = messages[i]
             assert not isinstance(msg.content, str)
             content = [b for b in msg.content if not isinstance(b, ThinkingBlock)]
@@ -112,7 +114,7 @@ class ClearThinking:
             blocks += removed
             mark = {
                 "reference": persisted.reference,
-                "line": lines[n],
+                "line": lines.get(msg.id),
                 "blocks": removed,
             }
             after[i] = msg.model_copy(
