@@ -13,8 +13,6 @@ from typing import Any
 from .._disk import events
 from .._disk.compact_requests import CompactRequests
 from .._disk.ids import validate_session_id
-from .._doors.checks import checked_offloader
-from .._doors.doors import DOORS
 from ..compression import (
     CompressionResult,
     ContextConfig,
@@ -22,11 +20,7 @@ from ..compression import (
     EventCallback,
     is_pinned,
 )
-from ..exceptions import (
-    ConfigError,
-    ContextOverflowError,
-    SessionBusyError,
-)
+from ..exceptions import ContextOverflowError, SessionBusyError
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ..model import ChatModel, ModelResponse
 from ..tokens import TokenCounter
@@ -35,7 +29,6 @@ from ..workspace import (
     LeaseHolder,
     Offloader,
     SessionLease,
-    fork_session,
     new_session,
     take_lease,
     writing_as,
@@ -43,10 +36,12 @@ from ..workspace import (
 from ._arguments import (
     agent_compressor,
     agent_tools,
+    check_offloader,
     check_settings,
     checked_request,
     context_pipeline,
 )
+from ._busy import continue_in_fork, lost_lease
 from ._context_tools import (
     CONTEXT_TOOL_NAMES,
     PIN_TOOL_NAME,
@@ -157,7 +152,7 @@ class Agent:
         pipeline = context_pipeline(context_config)
         config = pipeline.config
         window = check_settings(model, summary_model, max_steps, if_busy, config)
-        _check_offloader(offloader)
+        check_offloader(offloader)
         self.name = name
         self.model = model
         self.system_prompt = system_prompt
@@ -512,15 +507,7 @@ class Agent:
         if lease is None or await lease.still_held():
             return
         self._lease = None
-        raise SessionBusyError(
-            f"session {self.session_id!r}: this agent lost the session's lease while it "
-            "worked (it was not renewed in time: was the process paused, or the event loop "
-            "blocked by a sync call in an async tool?) and another writer took the session "
-            f"over; it stopped before writing {writing}, which is not in the session. Ask "
-            "again to go on from what the session holds now, or pass another session_id.",
-            self.session_id,
-            {},  # (the new holder is not known here; its lease names it)
-        )
+        raise lost_lease(self.session_id, writing)
 
     async def _hold_session(self) -> None:
         """Take the session's lease on first use (again after `aclose`, or once lost)."""
@@ -544,20 +531,7 @@ class Agent:
         )
         self.session_id = self.compressor.session_id = self._record.session_id = new
         self._restored = False
-        with writing_as(self.name, new):
-            try:
-                await fork_session(store, source, new, take_lease=False)
-            except ConfigError:
-                # Nothing saved yet: the fork starts empty, its record naming the origin.
-                await self._record.emit(
-                    events.Fork(origin={"session": source, "step": None}, messages=0)
-                )
-        logger.warning(
-            "session %s is busy (%s): this agent continues in %s, a fork of its saved state",
-            source,
-            busy,
-            new,
-        )
+        await continue_in_fork(store, source, new, self.name, self._record, busy)
 
     # -- sub-agents -------------------------------------------------------------------------
 
@@ -819,13 +793,6 @@ class Agent:
         if isinstance(self.offloader, EventLog):
             record = await self.offloader.read_events(self.session_id)
             self.compressor.resume(e for e in record if events.is_event(e))
-
-
-def _check_offloader(offloader: object) -> None:
-    """Refuse an offloader that is not an `Offloader` whose three methods are `async def`
-    (the one check every door makes), or a workspace on a folder that is a file."""
-    if offloader is not None:
-        checked_offloader(offloader, DOORS["agent"], role="offloader")
 
 
 async def _unchanged(result: ToolResultBlock) -> ToolResultBlock:

@@ -1,8 +1,6 @@
 """What `Agent(...)` is given, checked before anything is built (each refusal a `ConfigError`
 that names what to pass instead), and turned into what the agent runs with: its pipeline and
 the tools it registers.
-
-The offloader's check stays with the `Agent` (`_agent._check_offloader`).
 """
 
 from __future__ import annotations
@@ -14,6 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._depth import STORE_DEPTH, depth_error, too_deep
+from .._doors.checks import checked_offloader
+from .._doors.doors import DOORS
 from ..compression import Compressor, ContextConfig, ContextPipeline, EventCallback, ReaderTools
 from ..exceptions import ConfigError
 from ..messages import Msg
@@ -79,6 +79,13 @@ def check_settings(
             "summary_model=ScriptedModel(...) for model-written summaries"
         )
     return window
+
+
+def check_offloader(offloader: object) -> None:
+    """Refuse an offloader that is not an `Offloader` whose three methods are `async def`
+    (the one check every door makes), or a workspace on a folder that is a file."""
+    if offloader is not None:
+        checked_offloader(offloader, DOORS["agent"], role="offloader")
 
 
 def context_pipeline(given: ContextConfig | ContextPipeline | None) -> ContextPipeline:

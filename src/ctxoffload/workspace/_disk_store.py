@@ -11,12 +11,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import logging
 import os
-import socket
 import stat
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -48,6 +45,7 @@ from .._disk.read import Folder, open_reference, reference_parts
 from .._loop import off_loop
 from ..exceptions import OffloadError
 from ._datastore import store_bytes
+from ._disk_lease import lease_holder, read_lease_record, why_free, write_lease_record
 from ._gc import (
     DATA_GRACE_SECONDS,
     GcReport,
@@ -56,31 +54,14 @@ from ._gc import (
     data_files,
     session_usage,
 )
-from ._lease import (
-    LEASE_FILE,
-    busy_error,
-    describe_holder,
-    holder_record,
-    lease_record,
-    orphaned_here,
-    took_over,
-)
+from ._lease import LEASE_FILE, busy_error, holder_record, took_over
 
 if TYPE_CHECKING:
     from .._disk.batch import Span
     from ._fence import StateFence
     from ._store import Payloads, SessionCollector, SessionFiles
 
-__all__ = [
-    "SESSION_TRIES",
-    "DiskStore",
-    "LeaseCloser",
-    "finish_killed_purges",
-    "lease_holder",
-    "offload_errors",
-    "read_lease_record",
-    "write_lease_record",
-]
+__all__ = ["SESSION_TRIES", "DiskStore", "finish_killed_purges", "offload_errors"]
 
 
 @contextlib.contextmanager
@@ -525,7 +506,7 @@ class DiskStore:
         try:
             previous = read_lease_record(fd, settle=False)
             if previous and not previous.get("released"):
-                took_over(sid, previous, _why_free(previous))
+                took_over(sid, previous, why_free(previous))
             holder = holder_record(agent)
             write_lease_record(fd, holder, fsync=self.fsync)
         except BaseException:
@@ -761,76 +742,6 @@ def finish_killed_purges(sessions_fd: int, *, remove: bool) -> int:
             if remove:
                 remove_tree(sessions_fd, name)
     return freed
-
-
-def lease_holder(session_fd: int) -> str | None:
-    """Who holds the lease of a session folder (`describe_holder`), or None when it is free.
-
-    Call with the folder locked exclusively: takers lock the lease only while holding the
-    folder shared, so the lock tried here never makes a taker find the session busy.
-    """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-    try:
-        fd = os.open(LEASE_FILE, flags, dir_fd=session_fd)
-    except OSError:
-        return None  # none, or a planted link: no lease is held through it
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        for _ in range(2):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = read_lease_record(fd, settle=True)
-                # A lease of this process whose object was dropped unreleased is free, as
-                # for a taker: collecting it closes its descriptor, and the lock with it.
-                if not orphaned_here(holder):
-                    return describe_holder(holder)
-            else:
-                return None
-        return describe_holder(holder)
-    finally:
-        os.close(fd)  # drops the lock tried
-
-
-def read_lease_record(fd: int, *, settle: bool) -> dict[str, Any]:
-    """What a lease file says of its holder; with `settle`, waits a moment for a holder
-    that has the lock but has not yet written itself in."""
-    for _ in range(20 if settle else 1):
-        found = lease_record(os.pread(fd, 64 * 1024, 0))
-        if found:
-            return found
-        if settle:
-            time.sleep(0.01)
-    return {}
-
-
-def write_lease_record(fd: int, record: dict[str, Any], *, fsync: bool) -> None:
-    """Replace what a lease file says of its holder with `record`."""
-    data = json.dumps(record, ensure_ascii=False).encode() + b"\n"
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
-    if fsync:
-        os.fsync(fd)
-
-
-def _why_free(previous: dict[str, Any]) -> str:
-    if previous.get("pid") == os.getpid() and previous.get("host") == socket.gethostname():
-        return "this process dropped it without release() (an Agent not closed?)"
-    return "its lock was let go without release()"
-
-
-class LeaseCloser:
-    """A lease's descriptor, closed once (closing it drops the lock)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd: int | None = fd
-
-    def close(self) -> None:
-        fd, self.fd = self.fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
 
 if TYPE_CHECKING:  # mypy checks that DiskStore is what it is declared to be

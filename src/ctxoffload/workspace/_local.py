@@ -33,13 +33,8 @@ from .._disk.scope import SessionScoped
 from ..exceptions import OffloadError, SessionBusyError
 from ._core import CollectedWorkspace
 from ._datastore import KnownPayloads
-from ._disk_store import (
-    DiskStore,
-    LeaseCloser,
-    finish_killed_purges,
-    offload_errors,
-    write_lease_record,
-)
+from ._disk_lease import LeaseCloser, write_lease_record
+from ._disk_store import DiskStore, finish_killed_purges, offload_errors
 from ._lease import (
     LEASE_FILE,
     SessionLease,
