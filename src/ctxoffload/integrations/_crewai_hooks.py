@@ -27,6 +27,7 @@ import copy
 import hashlib
 import importlib
 import json
+import logging
 import threading
 import uuid
 import weakref
@@ -53,6 +54,7 @@ from ..formats import from_openai, to_openai
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
 from ..workspace import Workspace
+from ._crewai_deferral import Deferral
 from ._model_name import model_name_of
 from ._reading import reading_answer, reading_functions
 
@@ -68,6 +70,8 @@ try:
     _pydantic: Any = importlib.import_module("pydantic")
 except ImportError as exc:  # pragma: no cover - exercised where CrewAI is absent
     raise ConfigError(INSTALL_HINT) from exc
+
+logger = logging.getLogger("ctxoffload")
 
 _POINT = _dispatch.InterceptionPoint
 _HookAborted: Any = _dispatch.HookAborted
@@ -89,7 +93,11 @@ class ContextOffloadHooks:
 
     - A tool result over the config's `tool_result_limit` is stored whole
       (`sessions/<session>/tool_result-<id>.txt`) and the agent's messages get its head and
-      the notice naming that file instead (`after_tool_call`).
+      the notice naming that file instead (`after_tool_call`). What is left passes
+      CrewAI's own compaction (`Agent.use_better_compaction`, which moves a result over a
+      quarter of the LLM's window to a temporary file of CrewAI's) as it is: counted as the
+      LLM counts it, it is cut under that threshold too, and a result CrewAI would move out
+      is stored whole first.
     - Before each LLM call the executor's messages become their projection: past the config's
       trigger the older ones are appended to the session's context.jsonl and replaced by a
       summary naming those lines (`before_llm_call`). What each call was sent is recorded, so
@@ -157,6 +165,7 @@ class ContextOffloadHooks:
         self._last: dict[int, tuple[Callable[[], Any], str]] = {}
         self._latest: str | None = None  # the session of the run begun last (the memory tool)
         self._registered = False
+        self._said_deferred = False
         self.tools = [
             _as_tool(function, self)
             for function in reading_functions(
@@ -383,13 +392,45 @@ class ContextOffloadHooks:
         if run is None:
             return None
         conversation = run.conversation(ctx.agent)
-        if fits_by_size(conversation.projector.counter, text, self.config.tool_result_limit):
-            return None
+        counter = conversation.projector.counter
+        limit = self.config.tool_result_limit
+        # What is left must also pass CrewAI's own compaction as it is (`Deferral`).
+        deferral = Deferral.of(ctx.agent)
+        first = limit if deferral is None else deferral.first_limit(limit)
         block = ToolResultBlock(id=_result_id(), name=str(ctx.tool_name), output=text)
-        kept = conversation.projector.offload_tool_result_sync(block)
-        if not isinstance(kept.output, str) or kept.output == text:
-            return None
-        return kept.output
+        kept = text if fits_by_size(counter, text, first) else self._cut(conversation, block, first)
+        if deferral is not None:
+            passes, count = deferral.passes(kept)
+            if not passes:
+                smaller = min(first, deferral.next_limit(kept, count, counter))
+                kept = self._cut(conversation, block, smaller)
+                if not deferral.passes(kept)[0]:
+                    self._say_deferred(block.name, deferral)
+        return None if kept == text else kept
+
+    def _cut(self, conversation: _Conversation, block: ToolResultBlock, limit: int) -> str:
+        """`block`'s text as the conversation keeps it under `limit` tokens: whole when it
+        fits (or cannot be stored), else its head and the notice naming the file that holds
+        it whole (the same file for a block cut again)."""
+        config = self.config
+        if limit < config.tool_result_limit:
+            config = config.model_copy(update={"tool_result_limit": limit})
+        kept = conversation.projector.offload_tool_result_sync(block, config=config)
+        return kept.output if isinstance(kept.output, str) else str(block.output)
+
+    def _say_deferred(self, tool: str | None, deferral: Deferral) -> None:
+        """Said once: what the door left of a result is still over CrewAI's threshold."""
+        if not self._said_deferred:
+            self._said_deferred = True
+            logger.warning(
+                "ContextOffloadHooks: what is left of the result of tool %r (its head and the "
+                "notice naming the file that holds it whole) is still over CrewAI's threshold "
+                "for a tool result (%d tokens, a quarter of the LLM's window): CrewAI moves "
+                "it to a temporary file of its own. Give the LLM a larger window, or the "
+                "agent use_better_compaction=False",
+                tool,
+                int(deferral.threshold),
+            )
 
 
 class _Run:
