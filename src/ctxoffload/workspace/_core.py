@@ -57,6 +57,7 @@ from ._gc import (
     sessions_to_remove,
     unit_named_by_staying,
 )
+from ._host_store import AsksForAStore
 from ._lease import SessionLease
 
 if TYPE_CHECKING:
@@ -240,7 +241,7 @@ async def first_free_version(files: SessionFiles, session_id: str, stem: str, da
         n += 1
 
 
-class StoreWorkspace:
+class StoreWorkspace(AsksForAStore):
     """The behaviour of a workspace, written once over its store (`SessionFiles`).
 
     `LocalWorkspace`, `InMemoryWorkspace` and `ObjectStoreWorkspace` are this over the disk,
