@@ -45,6 +45,7 @@ from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.recent import weak_entry
 from .._doors.runs import HostRuns
+from .._doors.unplugged import LeftOut
 from .._loop import LoopThread
 from .._tokens.counters import fits_by_size
 from ..agent import as_tool
@@ -109,7 +110,9 @@ class ContextOffloadHooks:
 
     `with hooks:` registers them for the kickoffs of that block (CrewAI's execution-scoped
     hooks: this thread or task, and what CrewAI runs from it); `register()` registers them
-    for every kickoff of the process until `unregister()`. The session is the run:
+    for every kickoff of the process until `unregister()`; a kickoff that takes `tools` while
+    the hooks are out of it (the `with` forgotten) is said once, as a warning of the
+    `ctxoffload` logger, before its first LLM call. The session is the run:
     each `crew.kickoff()` or standalone `agent.kickoff()` gets a new session of its own
     (logged at INFO), or the one `session_id=` names for every run. A run holds its
     session's lease from its start to its end: a second live run of the same session is
@@ -157,6 +160,7 @@ class ContextOffloadHooks:
         self.session_id = given_session(session_id)
         checked_positive(max_output_chars, "max_output_chars")
         self._runs = HostRuns(workspace, _DOOR)
+        self._left_out = LeftOut(_DOOR)  # (its tools in a kickoff the hooks are out of)
         self._loop = LoopThread("ctxoffload-crewai-tools")
         self._lock = threading.RLock()
         self._active: dict[int, _Run] = {}  # id(crew) or id(agent) -> its run in progress
@@ -599,10 +603,18 @@ def _as_tool(function: Callable[..., Awaitable[Any]], hooks: ContextOffloadHooks
     arguments = _pydantic.create_model(f"{spec.name}Arguments", **fields)
 
     def _run(self: Any, **given: Any) -> str:
+        hooks._left_out.check(hooks._acting())
         session = hooks._tool_session()
         return hooks._loop.run(reading_answer(function, given, writer=_AGENT, session=session))
 
-    cls = type(f"{spec.name}Tool", (_BaseTool,), {"__module__": __name__, "_run": _run})
+    def to_structured_tool(self: Any) -> Any:
+        # CrewAI takes an agent's tools so for each kickoff (task) it runs, and no sooner:
+        # the hooks, absent now, would never see that kickoff.
+        hooks._left_out.check(hooks._acting())
+        return _BaseTool.to_structured_tool(self)
+
+    members = {"__module__": __name__, "_run": _run, "to_structured_tool": to_structured_tool}
+    cls = type(f"{spec.name}Tool", (_BaseTool,), members)
     return cls(name=spec.name, description=spec.description, args_schema=arguments)
 
 
