@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from crewai_scripted import HOST_WARNINGS, AtDefaults, Fetch, agent_with, call, crew_of, say
 
-from ctxoffload import ContextConfig, LocalWorkspace
+from ctxoffload import ContextConfig, LocalWorkspace, get_token_counter
 from ctxoffload.integrations.crewai import ContextOffloadHooks
 
 pytestmark = [pytest.mark.filterwarnings(warning) for warning in HOST_WARNINGS]
@@ -63,6 +63,24 @@ def test_a_result_under_the_limit_but_over_crewai_s_threshold_is_stored_whole(
     assert not passes_crewai(model, prose)
     kept, stored = sent_of(model, prose, tmp_path)
     assert kept.startswith(prose[:200]) and str(stored) in kept and passes_crewai(model, kept)
+
+
+def test_a_result_within_the_limit_that_crewai_passes_stays_whole(tmp_path: Path) -> None:
+    # Log lines: the door's counter counts more tokens than CrewAI's four characters a token,
+    # so a result over 80% of CrewAI's threshold by the door's count, that CrewAI passes as
+    # it is and the config's limit keeps whole, was cut and stored all the same.
+    lines = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(110))
+    model = AtDefaults(model="scripted")
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="d")
+    counter = get_token_counter(None)
+    assert passes_crewai(model, lines) and counter.count_text(lines) > 1_024 * 0.8
+    model.script([call("fetch", {}, "call_1"), say("Done.")])
+    agent = agent_with(model, [Fetch().give([lines]), *offload.tools])
+    with offload:
+        crew_of(agent, "fetch the output").kickoff()
+    (kept,) = [m["content"] for m in model.seen[1] if m["role"] == "tool"]
+    assert kept == lines
+    assert not list((tmp_path / "ws" / "sessions" / "d").glob("tool_result-*.txt"))
 
 
 def test_a_result_crewai_counts_far_above_the_door_is_cut_again_to_pass(

@@ -47,7 +47,7 @@ from .._doors.recent import weak_entry
 from .._doors.runs import HostRuns
 from .._doors.unplugged import LeftOut
 from .._loop import LoopThread
-from .._tokens.counters import fits_by_size
+from .._tokens.counters import count_over, fits_by_size
 from ..agent import as_tool
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError, SessionBusyError
@@ -398,18 +398,29 @@ class ContextOffloadHooks:
         conversation = run.conversation(ctx.agent)
         counter = conversation.projector.counter
         limit = self.config.tool_result_limit
+        within = fits_by_size(counter, text, limit) or count_over(counter, text, limit)[0] <= limit
         # What is left must also pass CrewAI's own compaction as it is (`Deferral`).
         deferral = Deferral.of(ctx.agent)
-        first = limit if deferral is None else deferral.first_limit(limit)
+        if deferral is None and within:
+            return None
         block = ToolResultBlock(id=_result_id(), name=str(ctx.tool_name), output=text)
-        kept = text if fits_by_size(counter, text, first) else self._cut(conversation, block, first)
-        if deferral is not None:
-            passes, count = deferral.passes(kept)
-            if not passes:
-                smaller = min(first, deferral.next_limit(kept, count, counter))
-                kept = self._cut(conversation, block, smaller)
-                if not deferral.passes(kept)[0]:
-                    self._say_deferred(block.name, deferral)
+        if deferral is None:
+            kept = self._cut(conversation, block, limit)
+            return None if kept == text else kept
+        first = deferral.first_limit(limit)
+        if within:  # whole, unless CrewAI would move it out
+            passes, count = deferral.passes(text)
+            if passes:
+                return None
+            first = min(first, deferral.next_limit(text, count, counter))
+        kept = self._cut(conversation, block, first)
+        passes, count = deferral.passes(kept)
+        if not passes:  # CrewAI's count runs far above this door's: cut again, to its ratio
+            kept = self._cut(
+                conversation, block, min(first, deferral.next_limit(kept, count, counter))
+            )
+            if not deferral.passes(kept)[0]:
+                self._say_deferred(block.name, deferral)
         return None if kept == text else kept
 
     def _cut(self, conversation: _Conversation, block: ToolResultBlock, limit: int) -> str:
