@@ -32,7 +32,13 @@ from smolagents_scripted import (  # noqa: E402
     tokens,
 )
 
-from ctxoffload import ContextConfig, LocalWorkspace, Msg, SessionBusyError  # noqa: E402
+from ctxoffload import (  # noqa: E402
+    ConfigError,
+    ContextConfig,
+    LocalWorkspace,
+    Msg,
+    SessionBusyError,
+)
 from ctxoffload.integrations.smolagents import (  # noqa: E402
     ContextSummaryStep,
     OffloadingStepCallbacks,
@@ -102,6 +108,18 @@ def test_the_callbacks_object_itself_is_accepted_as_step_callbacks(tmp_path: Pat
     # The callbacks object stays itself: hashable, equal to itself only.
     assert offload != OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
     assert {offload: 1}[offload] == 1
+
+
+def test_the_callbacks_object_in_a_list_is_refused_with_the_fix(tmp_path: Path) -> None:
+    # smolagents calls a list's callbacks at action steps only (the door needs the planning
+    # and final-answer steps too), and failed with "... is not a callable object".
+    offload = OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    model = Scripted([call("fetch", {}, "call_1"), answer("The export finished.")])
+    agent = ToolCallingAgent(
+        tools=[Fetch([BIG]), *offload.tools], model=model, step_callbacks=[offload]
+    )
+    with pytest.raises(ConfigError, match=r"pass step_callbacks=offload \(not \[offload\]\)"):
+        agent.run("dump the export log")
 
 
 def test_a_long_run_is_compacted_whole_steps_at_a_time_and_nothing_is_lost(

@@ -55,6 +55,7 @@ from ..compression import (
     is_summary_message,
 )
 from ..compression import MessageCounter as _Counter
+from ..exceptions import ConfigError
 from ..messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from ..model import ChatModel
 from ..tokens import get_token_counter
@@ -190,6 +191,21 @@ class OffloadingStepCallbacks(dict[Any, list[Callable[..., None]]]):
 
     def __repr__(self) -> str:
         return f"OffloadingStepCallbacks({self.workspace!r}, session_id={self.session_id!r})"
+
+    def __call__(self, step: Any, agent: Any = None) -> None:
+        """Called as one callback: the object was given inside a list (`step_callbacks=
+        [offload]`), whose callbacks smolagents calls at action steps only.
+
+        Raises:
+            ConfigError: always, with the fix (the door needs the planning and final-answer
+                steps too: the final answer gives the run's session up).
+        """
+        raise ConfigError(
+            "OffloadingStepCallbacks was given inside a list of step_callbacks, whose "
+            "callbacks smolagents calls at action steps only (it needs the planning and "
+            "final-answer steps too): pass step_callbacks=offload (not [offload]), or "
+            "offload.step_callbacks with callbacks of your own added to its lists"
+        )
 
     @property
     def step_callbacks(self) -> dict[Any, list[Callable[..., None]]]:
