@@ -43,7 +43,7 @@ def test_runs_the_door_is_out_of_are_said_once_whatever_the_threads(
             thread.join()
     (warning,) = said(caplog)
     assert warning == (
-        "ContextOffloadPlugin: its tools are in a Google ADK run it is not plugged into, so "
+        "ContextOffloadPlugin: its tools are in a run of Google ADK it is not plugged into, so "
         "nothing of that run is stored and each tool result stays whole in the context: give "
         "the runner the plugin itself: App(..., plugins=[offload]) or "
         "Runner(..., plugins=[offload])"

@@ -244,7 +244,7 @@ def test_a_kickoff_its_tools_are_in_but_its_hooks_not_is_said_once(
         crew_of(agent, "dump").kickoff()
         crew_of(agent, "dump again").kickoff()  # (said once)
     (said,) = [r.getMessage() for r in caplog.records if r.name == "ctxoffload"]
-    assert said.startswith("ContextOffloadHooks: its tools are in a CrewAI run it is not ")
+    assert said.startswith("ContextOffloadHooks: its tools are in a run of CrewAI it is not ")
     assert said.endswith("kick off inside `with offload:`, or call offload.register() before")
     # Said before the first model call: when CrewAI took the tools for the kickoff.
     assert caplog.records[0].getMessage() == said

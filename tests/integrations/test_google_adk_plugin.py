@@ -386,7 +386,7 @@ async def test_a_run_its_tools_are_in_but_its_plugin_not_is_said_once(
         await ask(runner, await session_of(runner, "s1"), "Dump the log.")
         await ask(runner, "s1", "Again.")  # (said once)
     (said,) = [r.getMessage() for r in caplog.records if r.name == "ctxoffload"]
-    assert said.startswith("ContextOffloadPlugin: its tools are in a Google ADK run it is not")
+    assert said.startswith("ContextOffloadPlugin: its tools are in a run of Google ADK it is not")
     assert said.endswith("App(..., plugins=[offload]) or Runner(..., plugins=[offload])")
     assert len(model.seen) == 3 and not (tmp_path / "ws" / "sessions").exists()
 

@@ -149,6 +149,8 @@ DOORS: Mapping[str, Door] = {
             records=_PROJECTED,
             busy="wait for the other Runner.run of this session to end, or run this one with "
             "another session",
+            plugged_in="give each run the filter: Runner.run(..., run_config="
+            "RunConfig(call_model_input_filter=offload))",
         ),
         Door(
             "google-adk",

@@ -45,7 +45,7 @@ class LeftOut:
             self._said = True
         door = self.door
         logger.warning(
-            "%s: its tools are in a %s run it is not plugged into, so nothing of that run is "
+            "%s: its tools are in a run of %s it is not plugged into, so nothing of that run is "
             "stored and each tool result stays whole in the context: %s",
             door.adapter,
             door.host,

@@ -398,15 +398,15 @@ class ContextOffloadHooks:
         conversation = run.conversation(ctx.agent)
         counter = conversation.projector.counter
         limit = self.config.tool_result_limit
-        within = fits_by_size(counter, text, limit) or count_over(counter, text, limit)[0] <= limit
         # What is left must also pass CrewAI's own compaction as it is (`Deferral`).
         deferral = Deferral.of(ctx.agent)
-        if deferral is None and within:
+        if deferral is None and fits_by_size(counter, text, limit):
             return None
         block = ToolResultBlock(id=_result_id(), name=str(ctx.tool_name), output=text)
         if deferral is None:
             kept = self._cut(conversation, block, limit)
             return None if kept == text else kept
+        within = fits_by_size(counter, text, limit) or count_over(counter, text, limit)[0] <= limit
         first = deferral.first_limit(limit)
         if within:  # whole, unless CrewAI would move it out
             passes, count = deferral.passes(text)
@@ -427,9 +427,9 @@ class ContextOffloadHooks:
         """`block`'s text as the conversation keeps it under `limit` tokens: whole when it
         fits (or cannot be stored), else its head and the notice naming the file that holds
         it whole (the same file for a block cut again)."""
-        config = self.config
-        if limit < config.tool_result_limit:
-            config = config.model_copy(update={"tool_result_limit": limit})
+        config = None  # (the hooks' own)
+        if limit < self.config.tool_result_limit:
+            config = self.config.model_copy(update={"tool_result_limit": limit})
         kept = conversation.projector.offload_tool_result_sync(block, config=config)
         return kept.output if isinstance(kept.output, str) else str(block.output)
 
