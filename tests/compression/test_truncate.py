@@ -362,6 +362,30 @@ async def test_a_truncation_event_is_appended_with_the_token_counts(
     assert [a.path for a in comp.artifacts] == [event["reference"]]
 
 
+async def test_a_result_given_again_under_a_smaller_limit_is_cut_from_its_file(
+    local_ws: LocalWorkspace,
+) -> None:
+    # A host that passes on only what fits a limit of its own (CrewAI's compaction) gives
+    # the result again with less room: it was stored (and recorded) a second time.
+    text = numbered(1000)
+    comp = compressor(local_ws, 2_000)
+    block = ToolResultBlock(id="again", name="grep", output=text)
+    first = await comp.process_tool_result(block)
+    smaller = ContextConfig(tool_result_limit=300, context_window=200_000)
+    again = await comp.process_tool_result(block, config=smaller)
+    reference = str(local_ws.session_dir("s1") / "tool_result-again.txt")
+    assert COUNTER.count_text(str(again.output)) <= 300 < COUNTER.count_text(str(first.output))
+    head, notice = split_notice(str(again.output))
+    assert reference in notice and text.startswith(head)
+    events = await local_ws.read_events("s1")
+    assert [e["kind"] for e in events].count("tool_result") == 1
+    assert [p.name for p in local_ws.session_dir("s1").glob("tool_result-*")] == [
+        "tool_result-again.txt"
+    ]
+    # Its cut given again fits: it stays as it is.
+    assert (await comp.process_tool_result(again, config=smaller)).output == again.output
+
+
 async def test_a_huge_result_is_cut_without_counting_all_of_it_and_says_its_count_is_estimated(
     local_ws: LocalWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -111,6 +111,14 @@ class Scripted(BaseLLM):
         return 1_000_000
 
 
+class AtDefaults(Scripted):
+    """`Scripted` with what CrewAI's `BaseLLM` says of a model it knows nothing of: a window
+    of 4,096 tokens, and a token per four characters as its count."""
+
+    def get_context_window_size(self) -> int:
+        return BaseLLM.get_context_window_size(self)
+
+
 class Fetch(BaseTool):
     """The tool `fetch`: returns the outputs it is given, in order."""
 

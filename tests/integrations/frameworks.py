@@ -83,6 +83,24 @@ def run_guide_example(
     )
 
 
+def run_as_a_user(code: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """Run `code` as a user's script, by a fresh interpreter in `folder`, with logging as
+    Python leaves it (nothing configured: a warning reaches stderr as a user sees it), the
+    source tree and the tests' helpers (this folder's scripted hosts) on the path; the
+    finished process (its stdout, stderr, return code)."""
+    here = Path(__file__).resolve().parent
+    path = [str(here.parents[1] / "src"), str(here), str(here.parent)]
+    script = folder / "user_script.py"
+    script.write_text(code, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+    )
+
+
 def check_the_nightly_example(
     guide: str,
     folder: Path,

@@ -7,6 +7,7 @@ tools used by the agent."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from crewai_scripted import (
     texts,
     tokens,
 )
-from frameworks import context_ids
+from frameworks import context_ids, run_as_a_user
 
 from ctxoffload import (
     ConfigError,
@@ -227,6 +228,65 @@ def test_the_hooks_act_only_while_registered(tmp_path: Path) -> None:
     assert not (tmp_path / "ws" / "sessions").exists()
     (kept,) = [m for m in model.seen[1] if m["role"] == "tool"]
     assert kept["content"] == BIG[:20_000]
+
+
+def test_a_kickoff_its_tools_are_in_but_its_hooks_not_is_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`offload.tools` given to the agent, the kickoff outside `with offload:`: the run went
+    to its end with the result whole in the context, nothing stored, and nothing said."""
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="o")
+    model = Scripted(model="scripted").script(
+        [call("fetch", {}, "c1"), call("Grep", {"pattern": "batch 9 done"}, "c2"), say("one")]
+    )
+    agent = agent_with(model, [Fetch().give([BIG[:750_000]]), *offload.tools])
+    with caplog.at_level(logging.WARNING, "ctxoffload"):
+        crew_of(agent, "dump").kickoff()
+        crew_of(agent, "dump again").kickoff()  # (said once)
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "ctxoffload"]
+    assert said.startswith("ContextOffloadHooks: its tools are in a run of CrewAI it is not ")
+    assert said.endswith("kick off inside `with offload:`, or call offload.register() before")
+    # Said before the first model call: when CrewAI took the tools for the kickoff.
+    assert caplog.records[0].getMessage() == said
+    assert not (tmp_path / "ws" / "sessions").exists()
+
+
+def test_a_kickoff_with_the_hooks_in_says_nothing_of_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    offload = ContextOffloadHooks(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="i")
+    model = Scripted(model="scripted").script(
+        [call("fetch", {}, "c1"), call("Grep", {"pattern": "batch 9 done"}, "c2"), say("one")]
+    )
+    agent = agent_with(model, [Fetch().give([BIG[:750_000]]), *offload.tools])
+    with caplog.at_level(logging.WARNING, "ctxoffload"), offload:
+        crew_of(agent, "dump").kickoff()
+    offload.register()
+    try:
+        model.script([say("two")])
+        crew_of(agent, "dump again").kickoff()
+    finally:
+        offload.unregister()
+    assert not [r for r in caplog.records if r.name == "ctxoffload"]
+
+
+def test_a_kickoff_left_without_its_hooks_is_said_as_a_user_sees_it(tmp_path: Path) -> None:
+    done = run_as_a_user(
+        """
+from crewai_scripted import Fetch, Scripted, agent_with, call, crew_of, say
+from ctxoffload import ContextConfig, LocalWorkspace
+from ctxoffload.integrations.crewai import ContextOffloadHooks
+
+offload = ContextOffloadHooks(LocalWorkspace("ws"), config=ContextConfig(tool_result_limit=300))
+model = Scripted(model="scripted").script([call("fetch", {}, "c1"), say("Done.")])
+agent = agent_with(model, [Fetch().give(["x" * 750_000]), *offload.tools])
+print(crew_of(agent, "Fetch the log.").kickoff().raw)  # no `with offload:`
+""",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "it is not plugged into" in line]
+    assert len(said) == 1 and "`with offload:`" in said[0]
 
 
 class _Broken(Scripted):

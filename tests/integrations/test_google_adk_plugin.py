@@ -8,26 +8,33 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from frameworks import context_ids, require_framework
+from frameworks import context_ids, require_framework, run_as_a_user
 
 require_framework("google.adk", "google_adk")
 
 import pytest  # noqa: E402
+from google.adk.agents import LlmAgent  # noqa: E402
+from google.adk.apps import App  # noqa: E402
 from google.adk.models.llm_response import LlmResponse  # noqa: E402
+from google.adk.runners import Runner  # noqa: E402
+from google.adk.sessions import InMemorySessionService  # noqa: E402
 from google.genai import types  # noqa: E402
 from google_adk_scripted import (  # noqa: E402
+    APP,
     BIG,
     CONFIG,
     Scripted,
     ask,
     call,
     converse,
+    dump,
     runner_on,
     say,
     session_of,
@@ -36,8 +43,9 @@ from google_adk_scripted import (  # noqa: E402
     wire,
 )
 
-from ctxoffload import ContextConfig, SessionBusyError  # noqa: E402
+from ctxoffload import ContextConfig, LocalWorkspace, SessionBusyError  # noqa: E402
 from ctxoffload.integrations.google_adk import (  # noqa: E402
+    ContextOffloadPlugin,
     from_genai,
     to_genai,
 )
@@ -356,6 +364,72 @@ async def test_the_agent_reads_an_offloaded_result_back_with_its_tools(tmp_path:
     assert "tool_result-call_1.txt:123457:03:36 INFO export batch 123456 done" in str(
         (grep.response or {})["result"]
     )
+
+
+def _left_out_app(folder: Path, model: Scripted) -> Runner:
+    """A runner whose agent has the plugin's tools, and whose app has no plugin."""
+    offload = ContextOffloadPlugin(LocalWorkspace(folder), config=CONFIG)
+    agent = LlmAgent(name="ops", model=model, tools=[dump, *offload.tools])
+    return Runner(
+        app=App(name=APP, root_agent=agent, plugins=[]), session_service=InMemorySessionService()
+    )
+
+
+async def test_a_run_its_tools_are_in_but_its_plugin_not_is_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`offload.tools` given to the agent, the plugin not in `plugins=`: the run went to its
+    end with the result whole in the session, nothing stored, and nothing said."""
+    model = Scripted(replies=[call("dump", {}, "c1"), say("one"), say("two")])
+    runner = _left_out_app(tmp_path / "ws", model)
+    with caplog.at_level(logging.WARNING, "ctxoffload"):
+        await ask(runner, await session_of(runner, "s1"), "Dump the log.")
+        await ask(runner, "s1", "Again.")  # (said once)
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "ctxoffload"]
+    assert said.startswith("ContextOffloadPlugin: its tools are in a run of Google ADK it is not")
+    assert said.endswith("App(..., plugins=[offload]) or Runner(..., plugins=[offload])")
+    assert len(model.seen) == 3 and not (tmp_path / "ws" / "sessions").exists()
+
+
+async def test_a_run_with_the_plugin_in_says_nothing_of_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = Scripted(replies=[call("dump", {}, "c1"), say("one")])
+    runner, _ = runner_on(tmp_path / "ws", model)
+    with caplog.at_level(logging.WARNING, "ctxoffload"):
+        await ask(runner, await session_of(runner, "s1"), "Dump the log.")
+    assert not [r for r in caplog.records if r.name == "ctxoffload"]
+
+
+def test_a_run_left_without_its_plugin_is_said_as_a_user_sees_it(tmp_path: Path) -> None:
+    done = run_as_a_user(
+        """
+import asyncio
+from google.adk.agents import LlmAgent
+from google.adk.apps import App
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google_adk_scripted import Scripted, ask, call, dump, say, session_of
+from ctxoffload import LocalWorkspace
+from ctxoffload.integrations.google_adk import ContextOffloadPlugin
+
+offload = ContextOffloadPlugin(LocalWorkspace("ws"))
+model = Scripted(replies=[call("dump", {}, "c1"), say("Done.")])
+agent = LlmAgent(name="ops", model=model, tools=[dump, *offload.tools])
+runner = Runner(app=App(name="ops", root_agent=agent), session_service=InMemorySessionService())
+
+
+async def main():
+    await ask(runner, await session_of(runner, "s1"), "Dump the log.")
+
+
+asyncio.run(main())
+""",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "it is not plugged into" in line]
+    assert len(said) == 1 and "plugins=[offload]" in said[0]
 
 
 def test_contents_round_trip_through_ctxoffload() -> None:

@@ -14,7 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from frameworks import require_framework
+from frameworks import require_framework, run_as_a_user
 
 require_framework("haystack", "haystack")
 
@@ -240,6 +240,36 @@ def test_the_store_round_trips_through_haystack_serialisation(tmp_path: Path) ->
     assert Path(hook.store.workspace.workdir) == Path(store.workspace.workdir)
     compactor = WorkspaceCompactor.from_dict(WorkspaceCompactor(store).to_dict())
     assert compactor.store.session_id == "saved"
+
+
+def test_a_workspace_given_to_haystacks_hook_says_once_what_to_pass(tmp_path: Path) -> None:
+    # Haystack's hook keeps any store it is given; given the workspace, not the store, it
+    # kept a 750 KB result whole, stored nothing, and logged only "'LocalWorkspace' object
+    # has no attribute 'write'". Run as a user runs it, with logging as Python leaves it.
+    done = run_as_a_user(
+        """
+from haystack.dataclasses import ChatMessage
+from haystack.hooks.tool_result_offloading import OffloadOverChars, ToolResultOffloadHook
+from haystack_scripted import BIG, Scripted, agent_with, call, returning, say
+from ctxoffload import LocalWorkspace
+from ctxoffload.integrations.haystack import WorkspaceResultStore
+
+workspace = LocalWorkspace("ws")
+store = WorkspaceResultStore(workspace, session_id="s")
+model = Scripted([call("fetch", {}, "c1"), call("fetch", {}, "c2"), say("Done.")])
+hook = ToolResultOffloadHook(workspace, {"*": OffloadOverChars(12_000)})  # not the store
+agent = agent_with(model, [returning("fetch", [BIG[:750_000]] * 2), *store.tools],
+                   {"after_tool": [hook]})
+agent.warm_up()
+agent.run(messages=[ChatMessage.from_user("Fetch the log twice.")])
+""",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    ours = [line for line in done.stderr.splitlines() if line.startswith("LocalWorkspace was")]
+    assert len(ours) == 1
+    assert "Pass WorkspaceResultStore(workspace, session_id=...)" in ours[0]
+    assert "Haystack's ToolResultOffloadHook" in ours[0]
 
 
 def test_wrong_arguments_are_refused_when_built(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -130,6 +131,41 @@ async def test_the_agent_reads_an_offloaded_output_back_with_the_tools(tmp_path:
     found = [m for m in server.requests[2]["messages"] if m.get("tool_call_id") == "call_2"]
     assert "tool_result-call_1.txt" in found[0]["content"]
     assert "batch 123456 done" in found[0]["content"]
+
+
+async def test_a_run_its_tools_are_in_but_its_filter_not_is_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`offload.tools` given to the agent, the filter not in the run's `RunConfig`: the run
+    went to its end with the output whole in what the model was sent, nothing stored, and
+    nothing said."""
+    offload = offload_in(tmp_path / "ws")
+    with OpenAIServer() as server, caplog.at_level(logging.WARNING, "ctxoffload"):
+        for _ in range(2):
+            server.add(call("dump", {}, "call_1"))
+            server.add(call("Grep", {"pattern": "batch 9 done"}, "call_2"))
+            server.add_completion("Done.")
+        async with AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0) as client:
+            model = OpenAIChatCompletionsModel(model="test-model", openai_client=client)
+            agent = Agent(name="ops", model=model, tools=[dump, *offload.tools])
+            for _ in range(2):  # (said once)
+                await Runner.run(agent, "find batch 9")
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "ctxoffload"]
+    assert said.startswith("OffloadingInputFilter: its tools are in a run of the OpenAI Agents")
+    assert said.endswith("RunConfig(call_model_input_filter=offload))")
+    assert not (tmp_path / "ws" / "sessions").exists()
+
+
+async def test_a_run_with_the_filter_in_says_nothing_of_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    offload = offload_in(tmp_path / "ws")
+    with OpenAIServer() as server, caplog.at_level(logging.WARNING, "ctxoffload"):
+        server.add(call("dump", {}, "call_1"))
+        server.add(call("Grep", {"pattern": "batch 9 done"}, "call_2"))
+        server.add_completion("Done.")
+        await run(server, offload, [dump, *offload.tools], "find batch 9")
+    assert not [r for r in caplog.records if r.name == "ctxoffload"]
 
 
 async def test_the_projection_prefix_is_byte_stable_across_calls(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ tools used from inside the agent."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from frameworks import require_framework
 require_framework("smolagents", "smolagents")
 
 import pytest  # noqa: E402
-from smolagents import CodeAgent, Tool  # noqa: E402
+from smolagents import CodeAgent, Tool, ToolCallingAgent  # noqa: E402
 from smolagents.models import ChatMessage, MessageRole  # noqa: E402
 from smolagents_scripted import (  # noqa: E402
     BIG,
@@ -31,7 +32,13 @@ from smolagents_scripted import (  # noqa: E402
     tokens,
 )
 
-from ctxoffload import ContextConfig, LocalWorkspace, Msg, SessionBusyError  # noqa: E402
+from ctxoffload import (  # noqa: E402
+    ConfigError,
+    ContextConfig,
+    LocalWorkspace,
+    Msg,
+    SessionBusyError,
+)
 from ctxoffload.integrations.smolagents import (  # noqa: E402
     ContextSummaryStep,
     OffloadingStepCallbacks,
@@ -74,6 +81,45 @@ def test_a_5_mb_observation_is_stored_whole_and_the_next_call_fits(tmp_path: Pat
     assert str(stored) in step.observations and len(step.observations) < 5_000
     assert tokens(model.seen[1]) < CONFIG.context_window
     assert all(len(json.dumps(sent)) < 100_000 for sent in model.seen)
+
+
+def test_the_callbacks_object_itself_is_accepted_as_step_callbacks(tmp_path: Path) -> None:
+    # `step_callbacks=offload` where the guide passes `offload.step_callbacks`: smolagents
+    # takes a list or a dict there, and refused the object with its own "step_callbacks must
+    # be a list or a dict", which gives no fix.
+    workspace = LocalWorkspace(tmp_path / "ws")
+    offload = OffloadingStepCallbacks(workspace, config=CONFIG)
+    model = Scripted([call("fetch", {}, "call_1"), answer("The export finished.")])
+    agent = ToolCallingAgent(
+        tools=[Fetch([BIG]), *offload.tools], model=model, step_callbacks=offload, verbosity_level=0
+    )
+    assert agent.run("dump the export log") == "The export finished."
+    session = offload.session_of(agent)
+    assert session is not None
+    (stored,) = (tmp_path / "ws" / "sessions" / session).glob("tool_result-*.txt")
+    assert stored.read_text(encoding="utf-8") == BIG.strip()
+    assert tokens(model.seen[1]) < CONFIG.context_window
+    # Its run reached the final answer's callback too: the session's lease is given up.
+
+    async def take() -> None:
+        await (await workspace.acquire_lease(session)).release()
+
+    asyncio.run(take())
+    # The callbacks object stays itself: hashable, equal to itself only.
+    assert offload != OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    assert {offload: 1}[offload] == 1
+
+
+def test_the_callbacks_object_in_a_list_is_refused_with_the_fix(tmp_path: Path) -> None:
+    # smolagents calls a list's callbacks at action steps only (the door needs the planning
+    # and final-answer steps too), and failed with "... is not a callable object".
+    offload = OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    model = Scripted([call("fetch", {}, "call_1"), answer("The export finished.")])
+    agent = ToolCallingAgent(
+        tools=[Fetch([BIG]), *offload.tools], model=model, step_callbacks=[offload]
+    )
+    with pytest.raises(ConfigError, match=r"pass step_callbacks=offload \(not \[offload\]\)"):
+        agent.run("dump the export log")
 
 
 def test_a_long_run_is_compacted_whole_steps_at_a_time_and_nothing_is_lost(
@@ -465,8 +511,6 @@ def test_a_server_s_failed_runs_give_their_sessions_up_without_a_close(tmp_path:
         for session in sessions:
             assert session is not None
             await (await workspace.acquire_lease(session)).release()
-
-    import asyncio
 
     asyncio.run(take_each())  # (SessionBusyError while a dropped run held one)
 

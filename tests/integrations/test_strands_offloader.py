@@ -9,6 +9,7 @@ the line it found. Run by `.ci/run` in an environment with `ctxoffload[strands]`
 from __future__ import annotations
 
 import json
+import logging
 import re
 import zlib
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from frameworks import require_framework
 
 require_framework("strands", "strands")
 
+import pytest  # noqa: E402
 from strands import Agent, tool  # noqa: E402
 from strands.vended_plugins.context_offloader import ContextOffloader  # noqa: E402
 from strands_scripted import ScriptedModelBase  # noqa: E402
@@ -184,3 +186,15 @@ def test_a_store_that_is_down_keeps_the_whole_result_in_the_context(tmp_path: Pa
     answer = str(agent("Which order failed?"))
     assert answer.strip() == f"Read in full: {NEEDLE}"  # no reference: nothing was offloaded
     assert _last_tool_result_text(model.requests[1]) == log_text()  # Strands kept it all
+
+
+def test_a_workspace_given_in_the_storage_s_place_says_so_when_the_plugin_is_built(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Strands keeps any storage it is given: a workspace in place of WorkspaceStorage stored
+    # nothing, and said so nowhere. Strands asks for `store` as it builds the plugin.
+    with caplog.at_level(logging.WARNING, "ctxoffload"):
+        ContextOffloader(storage=LocalWorkspace(tmp_path / "ws"), max_result_tokens=2500)
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "ctxoffload"]
+    assert said.startswith("LocalWorkspace was given where a host's own store belongs")
+    assert "Pass WorkspaceStorage(workspace, session_id=...)" in said

@@ -260,7 +260,7 @@ def _run_elsewhere(write: Coroutine[Any, Any, Any]) -> None:
 async def test_gc_keeps_a_sub_agent_whose_parent_is_written_while_gc_removes_them(
     local_ws: LocalWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxoffload.workspace import _core
+    from ctxoffload.workspace import _collected
 
     await _parent_and_child(local_ws, "lead", "lead--helper-1")
     await local_ws.offload_tool_result("lead--helper-1", ToolResultBlock(id="c", output="h"))
@@ -268,7 +268,7 @@ async def test_gc_keeps_a_sub_agent_whose_parent_is_written_while_gc_removes_the
         _age(local_ws.session_dir(name), days * DAY)
     # The parent is resumed after gc measured both and decided to remove them: its context
     # names the child's files, so the child must stay with it.
-    decide = _core.sessions_to_remove
+    decide = _collected.sessions_to_remove
 
     def decide_then_resume(*args: Any, **kwargs: Any) -> Any:
         decided = decide(*args, **kwargs)
@@ -276,7 +276,7 @@ async def test_gc_keeps_a_sub_agent_whose_parent_is_written_while_gc_removes_the
         _run_elsewhere(other.record_event("lead", "session_start", agent="lead"))
         return decided
 
-    monkeypatch.setattr(_core, "sessions_to_remove", decide_then_resume)
+    monkeypatch.setattr(_collected, "sessions_to_remove", decide_then_resume)
     report = await local_ws.gc(older_than=DAY)
     assert report.sessions_removed == []
     assert await local_ws.list_sessions() == ["lead", "lead--helper-1"]
@@ -287,10 +287,10 @@ async def test_gc_keeps_a_sub_agent_whose_parent_is_written_while_gc_removes_the
 async def test_gc_keeps_a_session_written_within_one_tick_of_the_clock_it_was_measured_in(
     local_ws: LocalWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxoffload.workspace import _core
+    from ctxoffload.workspace import _collected
 
     await local_ws.offload_tool_result("s", ToolResultBlock(id="c1", output="first"))
-    decide = _core.sessions_to_remove
+    decide = _collected.sessions_to_remove
 
     def decide_then_write(*args: Any, **kwargs: Any) -> Any:
         decided = decide(*args, **kwargs)
@@ -304,7 +304,7 @@ async def test_gc_keeps_a_session_written_within_one_tick_of_the_clock_it_was_me
             os.utime(path, (measured.last_activity, measured.last_activity))
         return decided
 
-    monkeypatch.setattr(_core, "sessions_to_remove", decide_then_write)
+    monkeypatch.setattr(_collected, "sessions_to_remove", decide_then_write)
     report = await local_ws.gc(max_bytes=0)
     assert report.sessions_kept == {"s": "it was written while gc ran"}
     assert len(await local_ws.list_files("s")) == 2

@@ -156,7 +156,7 @@ async def test_gc_keeps_a_bucket_sub_agent_whose_parent_is_written_while_gc_remo
 ) -> None:
     import obstore
 
-    from ctxoffload.workspace import _core
+    from ctxoffload.workspace import _collected
 
     ws = ObjectStoreWorkspace("memory://")
     await ws.offload_tool_result("lead--helper-1", ToolResultBlock(id="c", output="h"))
@@ -164,14 +164,14 @@ async def test_gc_keeps_a_bucket_sub_agent_whose_parent_is_written_while_gc_remo
     await ws.record_event("lead", "subagent", session="lead--helper-1", status="done")
     # The parent is written after gc measured both and decided to remove them (the child
     # first, as the older): it names the child's files, so the child must stay with it.
-    decide = _core.sessions_to_remove
+    decide = _collected.sessions_to_remove
 
     def decide_then_write(*args: Any, **kwargs: Any) -> Any:
         decided = decide(*args, **kwargs)
         obstore.put(ws._client.store, "sessions/lead/tool_result-late.txt", b"late")
         return decided
 
-    monkeypatch.setattr(_core, "sessions_to_remove", decide_then_write)
+    monkeypatch.setattr(_collected, "sessions_to_remove", decide_then_write)
     report = await ws.gc(older_than=0)
     assert report.sessions_removed == []
     assert set(report.sessions_kept) == {"lead", "lead--helper-1"}
@@ -183,7 +183,7 @@ async def test_gc_keeps_a_bucket_sub_agent_whose_parent_is_written_while_gc_remo
 async def test_gc_keeps_a_bucket_session_given_a_new_object_in_the_second_it_was_measured(
     s3: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxoffload.workspace import _core
+    from ctxoffload.workspace import _collected
 
     bucket = s3.new_bucket()
     ws = ObjectStoreWorkspace(f"s3://{bucket}/ws", **s3.workspace_kwargs())
@@ -192,14 +192,14 @@ async def test_gc_keeps_a_bucket_session_given_a_new_object_in_the_second_it_was
     while time.time() % 1 > 0.2:
         await asyncio.sleep(0.01)
     await ws.offload_tool_result("s", ToolResultBlock(id="c1", output="first"))
-    decide = _core.sessions_to_remove
+    decide = _collected.sessions_to_remove
 
     def decide_then_write(*args: Any, **kwargs: Any) -> Any:
         decided = decide(*args, **kwargs)
         s3.put_object(bucket, "ws/sessions/s/tool_result-c2.txt", b"written meanwhile")
         return decided
 
-    monkeypatch.setattr(_core, "sessions_to_remove", decide_then_write)
+    monkeypatch.setattr(_collected, "sessions_to_remove", decide_then_write)
     report = await ws.gc(max_bytes=0)
     assert report.sessions_kept == {"s": "it was written while gc ran"}
     assert len(await ws.list_files("s")) == 2

@@ -14,6 +14,8 @@ the MCP proxy. Each adapter calls this package for what is the same at every doo
   the fix (a path where a workspace belongs, a workdir that is a file, ...);
 - `answers.py`: a tool whose output the host hands back as the run's answer stays whole at
   the tool (`answers_run`);
+- `unplugged.py`: a door whose read-back tools reach a run its hooks are not in says so, once
+  (`LeftOut`), naming the step that plugs it in;
 - `runs.py`: one live run per conversation (the session's lease, refused in the door's
   terms) and the `door` event that opens each run in the record.
 - `claude_hooks.py`: the work of Claude Code's hooks, one door with two fronts: the

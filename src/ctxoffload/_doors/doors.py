@@ -33,6 +33,9 @@ class Door:
         compact: what to do instead of `ctxoffload compact` (a door that does not project).
         leases: whether the door holds the session's lease for a run (see `one_writer`).
         one_writer: how the door keeps one writer per conversation, or why it needs none.
+        plugged_in: for a door whose read-back tools are given to the host apart from its
+            hooks, the step that plugs the hooks in, said when its tools reach a run they
+            are not in (`unplugged.LeftOut`).
     """
 
     __slots__ = (
@@ -44,6 +47,7 @@ class Door:
         "leases",
         "name",
         "one_writer",
+        "plugged_in",
         "projects",
         "records",
         "steps",
@@ -62,6 +66,7 @@ class Door:
         compact: str = "",
         leases: bool = True,
         one_writer: str = "",
+        plugged_in: str = "",
         steps: bool | None = None,
     ) -> None:
         self.name = name
@@ -74,6 +79,7 @@ class Door:
         self.busy = busy
         self.compact = compact
         self.leases = leases
+        self.plugged_in = plugged_in
         self.one_writer = one_writer or (
             f"a run holds the session's lease; a second live run of one conversation is "
             f"refused: {busy}"
@@ -143,6 +149,8 @@ DOORS: Mapping[str, Door] = {
             records=_PROJECTED,
             busy="wait for the other Runner.run of this session to end, or run this one with "
             "another session",
+            plugged_in="give each run the filter: Runner.run(..., run_config="
+            "RunConfig(call_model_input_filter=offload))",
         ),
         Door(
             "google-adk",
@@ -153,6 +161,8 @@ DOORS: Mapping[str, Door] = {
             records=_PROJECTED,
             busy="wait for the other run of this ADK session to end, or run this one in "
             "another session (session_service.create_session(...))",
+            plugged_in="give the runner the plugin itself: App(..., plugins=[offload]) or "
+            "Runner(..., plugins=[offload])",
         ),
         Door(
             "llama-index",
@@ -182,6 +192,7 @@ DOORS: Mapping[str, Door] = {
             busy="wait for the other kickoff of this session to end, or build these "
             "ContextOffloadHooks with another session_id (or none: each kickoff then gets a "
             "session of its own)",
+            plugged_in="kick off inside `with offload:`, or call offload.register() before",
         ),
         Door(
             "strands",

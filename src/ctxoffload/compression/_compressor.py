@@ -258,7 +258,9 @@ class Compressor:
         Returns:
             The block to put in the context, always a ctxoffload `ToolResultBlock`: the
             result itself when it fits or could not be offloaded, else a copy whose output
-            is the head plus a marker naming the file.
+            is the head plus a marker naming the file. A result cut since the previous call,
+            given again (under a smaller limit: a host that passes on less), is cut again
+            from that file: stored and recorded once.
 
         Raises:
             InvalidContent: `block` is not a tool result (one line, naming `to_msgs`).

@@ -269,7 +269,11 @@ class Projector:
         self._compressor.release()
 
     async def offload_tool_result(
-        self, block: ToolResultBlock, *, message: Msg | None = None
+        self,
+        block: ToolResultBlock,
+        *,
+        message: Msg | None = None,
+        config: ContextConfig | None = None,
     ) -> ToolResultBlock:
         """One tool result as the host should keep it: `block` when it fits, else its head
         and the notice naming the file that holds it whole (the Compressor's truncation).
@@ -284,17 +288,23 @@ class Projector:
                 it (the same `id`), for a host that sends the whole result on while its
                 store keeps the cut (the OpenAI Agents SDK's run and its session): `project`
                 then sends this cut for that message, not cutting (and storing) it again.
+            config: a one-off configuration for this result: a host that passes on only what
+                fits a limit of its own (CrewAI's own compaction) gives a smaller
+                `tool_result_limit` here (the same `block` given again under a smaller one
+                is cut again from the file it went to the first time: stored once).
         """
         async with self._lock():
-            cut = await self._compressor.process_tool_result(block)
+            cut = await self._compressor.process_tool_result(block, config=config)
             if message is not None and message.content == [block]:
                 sent = message.model_copy(update={"content": [cut]})
                 self._seen[_key(message)] = (message, message, sent)
             return cut
 
-    def offload_tool_result_sync(self, block: ToolResultBlock) -> ToolResultBlock:
+    def offload_tool_result_sync(
+        self, block: ToolResultBlock, *, config: ContextConfig | None = None
+    ) -> ToolResultBlock:
         """`offload_tool_result` for synchronous code, on the loop `project_sync` uses."""
-        return self._run_sync(self.offload_tool_result(block))
+        return self._run_sync(self.offload_tool_result(block, config=config))
 
     def _run_sync(self, coro: Coroutine[Any, Any, _T]) -> _T:
         if self._loop is None:

@@ -101,6 +101,14 @@ class Truncator:
         cfg = settings.config
         window = settings.known_window()
         services = self.services
+        # A result this compressor cut already, given again (a host that passes on only what
+        # fits a limit of its own asks for less), is cut from the file it went to: stored and
+        # recorded once.
+        again = await self._cut_from_file(
+            block, min(cfg.tool_result_limit, self.preview_tokens(settings, window)), settings
+        )
+        if again is not None:
+            return again
         done = await truncate_tool_result(
             block,
             limit=cfg.tool_result_limit,
@@ -459,23 +467,10 @@ class Truncator:
         services = self.services
         readers = settings.readers
         cfg = settings.config
-        earlier = self._recent.get(block.id)
-        if earlier is not None and earlier.reference is not None and _result_of(block, earlier):
-            if services.counter.count_text(str(block.output)) <= limit:
-                return block
-            full_text = await self._full_text(earlier, earlier.reference)
-            if full_text is not None:
-                cut = self._cut_again(
-                    block, full_text, earlier.reference, limit, settings, earlier.data
-                )
-                earlier.stand_ins[:] = [*earlier.stand_ins[-7:], cut]
-                # In this run's memory only: a resumed run stores such a cut again when it
-                # clears it (its truncation event records the first cut).
-                self._note_stand_in(block.id, earlier, cut)
-                return block.model_copy(update={"output": cut})
-            # Its file is gone, or holds another text now: it is stored again, as a result
-            # this compressor never saw (never cut from that file).
-        elif earlier is None:
+        again = await self._cut_from_file(block, limit, settings)
+        if again is not None:
+            return again
+        if block.id not in self._recent:
             recut = await self._recut_stand_in(block, limit, settings)
             if recut is not None:
                 return recut
@@ -491,6 +486,29 @@ class Truncator:
         if done is None:
             return block
         return await self.truncated(block, done, reason="the newest turn exceeds the reserve")
+
+    async def _cut_from_file(
+        self, block: ToolResultBlock, limit: int, settings: RunSettings
+    ) -> ToolResultBlock | None:
+        """`block` under `limit` tokens when it is a result this compressor cut since the
+        previous call (whole again, or a stand-in it left): as it is where it fits, else cut
+        again from the file it went to. None for any other result, and for one whose file
+        is gone or holds another text now (it is then stored again, as a result this
+        compressor never saw)."""
+        earlier = self._recent.get(block.id)
+        if earlier is None or earlier.reference is None or not _result_of(block, earlier):
+            return None
+        if self.services.counter.count_text(str(block.output)) <= limit:
+            return block
+        full_text = await self._full_text(earlier, earlier.reference)
+        if full_text is None:
+            return None
+        cut = self._cut_again(block, full_text, earlier.reference, limit, settings, earlier.data)
+        earlier.stand_ins[:] = [*earlier.stand_ins[-7:], cut]
+        # In this run's memory only: a resumed run stores such a cut again when it clears it
+        # (its truncation event records the first cut).
+        self._note_stand_in(block.id, earlier, cut)
+        return block.model_copy(update={"output": cut})
 
     async def _full_text(self, done: Truncation, reference: str) -> str | None:
         """The whole text `done` cut: held, or once let go of (`release`), read back from

@@ -27,6 +27,7 @@ import copy
 import hashlib
 import importlib
 import json
+import logging
 import threading
 import uuid
 import weakref
@@ -44,8 +45,9 @@ from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.recent import weak_entry
 from .._doors.runs import HostRuns
+from .._doors.unplugged import LeftOut
 from .._loop import LoopThread
-from .._tokens.counters import fits_by_size
+from .._tokens.counters import count_over, fits_by_size
 from ..agent import as_tool
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError, SessionBusyError
@@ -53,6 +55,7 @@ from ..formats import from_openai, to_openai
 from ..messages import Msg, ToolResultBlock
 from ..model import ChatModel
 from ..workspace import Workspace
+from ._crewai_deferral import Deferral
 from ._model_name import model_name_of
 from ._reading import reading_answer, reading_functions
 
@@ -68,6 +71,8 @@ try:
     _pydantic: Any = importlib.import_module("pydantic")
 except ImportError as exc:  # pragma: no cover - exercised where CrewAI is absent
     raise ConfigError(INSTALL_HINT) from exc
+
+logger = logging.getLogger("ctxoffload")
 
 _POINT = _dispatch.InterceptionPoint
 _HookAborted: Any = _dispatch.HookAborted
@@ -89,7 +94,11 @@ class ContextOffloadHooks:
 
     - A tool result over the config's `tool_result_limit` is stored whole
       (`sessions/<session>/tool_result-<id>.txt`) and the agent's messages get its head and
-      the notice naming that file instead (`after_tool_call`).
+      the notice naming that file instead (`after_tool_call`). What is left passes
+      CrewAI's own compaction (`Agent.use_better_compaction`, which moves a result over a
+      quarter of the LLM's window to a temporary file of CrewAI's) as it is: counted as the
+      LLM counts it, it is cut under that threshold too, and a result CrewAI would move out
+      is stored whole first.
     - Before each LLM call the executor's messages become their projection: past the config's
       trigger the older ones are appended to the session's context.jsonl and replaced by a
       summary naming those lines (`before_llm_call`). What each call was sent is recorded, so
@@ -101,7 +110,9 @@ class ContextOffloadHooks:
 
     `with hooks:` registers them for the kickoffs of that block (CrewAI's execution-scoped
     hooks: this thread or task, and what CrewAI runs from it); `register()` registers them
-    for every kickoff of the process until `unregister()`. The session is the run:
+    for every kickoff of the process until `unregister()`; a kickoff that takes `tools` while
+    the hooks are out of it (the `with` forgotten) is said once, as a warning of the
+    `ctxoffload` logger, before its first LLM call. The session is the run:
     each `crew.kickoff()` or standalone `agent.kickoff()` gets a new session of its own
     (logged at INFO), or the one `session_id=` names for every run. A run holds its
     session's lease from its start to its end: a second live run of the same session is
@@ -149,6 +160,7 @@ class ContextOffloadHooks:
         self.session_id = given_session(session_id)
         checked_positive(max_output_chars, "max_output_chars")
         self._runs = HostRuns(workspace, _DOOR)
+        self._left_out = LeftOut(_DOOR)  # (its tools in a kickoff the hooks are out of)
         self._loop = LoopThread("ctxoffload-crewai-tools")
         self._lock = threading.RLock()
         self._active: dict[int, _Run] = {}  # id(crew) or id(agent) -> its run in progress
@@ -157,6 +169,7 @@ class ContextOffloadHooks:
         self._last: dict[int, tuple[Callable[[], Any], str]] = {}
         self._latest: str | None = None  # the session of the run begun last (the memory tool)
         self._registered = False
+        self._said_deferred = False
         self.tools = [
             _as_tool(function, self)
             for function in reading_functions(
@@ -383,13 +396,56 @@ class ContextOffloadHooks:
         if run is None:
             return None
         conversation = run.conversation(ctx.agent)
-        if fits_by_size(conversation.projector.counter, text, self.config.tool_result_limit):
+        counter = conversation.projector.counter
+        limit = self.config.tool_result_limit
+        # What is left must also pass CrewAI's own compaction as it is (`Deferral`).
+        deferral = Deferral.of(ctx.agent)
+        if deferral is None and fits_by_size(counter, text, limit):
             return None
         block = ToolResultBlock(id=_result_id(), name=str(ctx.tool_name), output=text)
-        kept = conversation.projector.offload_tool_result_sync(block)
-        if not isinstance(kept.output, str) or kept.output == text:
-            return None
-        return kept.output
+        if deferral is None:
+            kept = self._cut(conversation, block, limit)
+            return None if kept == text else kept
+        within = fits_by_size(counter, text, limit) or count_over(counter, text, limit)[0] <= limit
+        first = deferral.first_limit(limit)
+        if within:  # whole, unless CrewAI would move it out
+            passes, count = deferral.passes(text)
+            if passes:
+                return None
+            first = min(first, deferral.next_limit(text, count, counter))
+        kept = self._cut(conversation, block, first)
+        passes, count = deferral.passes(kept)
+        if not passes:  # CrewAI's count runs far above this door's: cut again, to its ratio
+            kept = self._cut(
+                conversation, block, min(first, deferral.next_limit(kept, count, counter))
+            )
+            if not deferral.passes(kept)[0]:
+                self._say_deferred(block.name, deferral)
+        return None if kept == text else kept
+
+    def _cut(self, conversation: _Conversation, block: ToolResultBlock, limit: int) -> str:
+        """`block`'s text as the conversation keeps it under `limit` tokens: whole when it
+        fits (or cannot be stored), else its head and the notice naming the file that holds
+        it whole (the same file for a block cut again)."""
+        config = None  # (the hooks' own)
+        if limit < self.config.tool_result_limit:
+            config = self.config.model_copy(update={"tool_result_limit": limit})
+        kept = conversation.projector.offload_tool_result_sync(block, config=config)
+        return kept.output if isinstance(kept.output, str) else str(block.output)
+
+    def _say_deferred(self, tool: str | None, deferral: Deferral) -> None:
+        """Said once: what the door left of a result is still over CrewAI's threshold."""
+        if not self._said_deferred:
+            self._said_deferred = True
+            logger.warning(
+                "ContextOffloadHooks: what is left of the result of tool %r (its head and the "
+                "notice naming the file that holds it whole) is still over CrewAI's threshold "
+                "for a tool result (%d tokens, a quarter of the LLM's window): CrewAI moves "
+                "it to a temporary file of its own. Give the LLM a larger window, or the "
+                "agent use_better_compaction=False",
+                tool,
+                int(deferral.threshold),
+            )
 
 
 class _Run:
@@ -558,10 +614,18 @@ def _as_tool(function: Callable[..., Awaitable[Any]], hooks: ContextOffloadHooks
     arguments = _pydantic.create_model(f"{spec.name}Arguments", **fields)
 
     def _run(self: Any, **given: Any) -> str:
+        hooks._left_out.check(hooks._acting())
         session = hooks._tool_session()
         return hooks._loop.run(reading_answer(function, given, writer=_AGENT, session=session))
 
-    cls = type(f"{spec.name}Tool", (_BaseTool,), {"__module__": __name__, "_run": _run})
+    def to_structured_tool(self: Any) -> Any:
+        # CrewAI takes an agent's tools so for each kickoff (task) it runs, and no sooner:
+        # the hooks, absent now, would never see that kickoff.
+        hooks._left_out.check(hooks._acting())
+        return _BaseTool.to_structured_tool(self)
+
+    members = {"__module__": __name__, "_run": _run, "to_structured_tool": to_structured_tool}
+    cls = type(f"{spec.name}Tool", (_BaseTool,), members)
     return cls(name=spec.name, description=spec.description, args_schema=arguments)
 
 

@@ -11,6 +11,7 @@ same way, from the workspace's record.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 from typing import Any
@@ -25,6 +26,7 @@ from .._doors.checks import (
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session
 from .._doors.runs import HostRuns, Kept
+from .._doors.unplugged import LeftOut
 from .._overflow import is_context_overflow
 from .._tokens.counters import fits_by_size
 from ..compression import ContextConfig, Projector
@@ -62,7 +64,9 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
     - `tools` gives the agent Read, Grep and Glob (a workspace on a local folder) and
       `retrieve_offloaded_content` as ADK `FunctionTool` objects, to read back what was offloaded;
       with `memory=True`, the memory tool too (`memories/` of the workspace, every change an
-      event of the session).
+      event of the session). In a run whose runner has not the plugin (`plugins=[offload]`
+      forgotten), nothing is stored: the first such run to add them to a request says so,
+      once, as a warning of the `ctxoffload` logger.
 
     The session is the ADK session's conversation, `app/user/session id` (ADK keeps a
     session id unique only within its app and user), mapped by the one rule every door
@@ -112,10 +116,11 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         self.summary_model = checked_summary_model(summary_model)
         checked_positive(max_output_chars, "max_output_chars")
         self.tools = [
-            _FunctionTool(function)
+            _ReadingTool(function, self)
             for function in reading_functions(workspace, max_output_chars, memory=memory)
         ]
         self._runs = HostRuns(workspace, _DOOR)
+        self._left_out = LeftOut(_DOOR)  # (its tools in a run whose runner has not the plugin)
         # Per ADK session: its projector and history (`Kept`: the projector released when a
         # run of it ends; past `SESSIONS_KEPT`, those whose run is over are forgotten).
         self._sessions: Kept[str, _Session] = self._runs.keep(_session_id, _Session.release)
@@ -237,6 +242,11 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
 
     # -- sessions -----------------------------------------------------------------------------
 
+    def plugged_into(self, context: Any) -> bool:
+        """Whether the run of a callback's (or a tool's) context is one this plugin began:
+        its runner has the plugin."""
+        return self._runs.holds(conversation_session(conversation_of(context.session)))
+
     def _session(self, context: Any) -> _Session:
         """The state of the ADK session a callback's context belongs to."""
         given = conversation_of(context.session)
@@ -254,6 +264,39 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         for old in forgotten:
             self._overflowed.discard(old.id)
         return session
+
+
+class _ReadingTool(_FunctionTool):  # type: ignore[misc]
+    """A read-back tool of the plugin, as an ADK `FunctionTool`: a request it is added to, or a
+    call of it, in a run the plugin did not begin (its runner has not the plugin) is said
+    once (`LeftOut`), before that run's first model call."""
+
+    def __init__(self, function: Any, plugin: ContextOffloadPlugin) -> None:
+        super().__init__(function)
+        # Held, not weakly: a plugin made only for its tools (never given to a runner) is
+        # what this tool must tell of.
+        self._plugin = plugin
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _ReadingTool:
+        """A copy whose plugin is this tool's (ADK copies an agent's tools deeply, and a
+        plugin, its locks among it, is one object)."""
+        copied = type(self).__new__(type(self))
+        memo[id(self)] = copied
+        for name, value in vars(self).items():
+            setattr(copied, name, value if name == "_plugin" else copy.deepcopy(value, memo))
+        return copied
+
+    async def process_llm_request(self, *, tool_context: Any, llm_request: Any) -> None:
+        self._check(tool_context)
+        await super().process_llm_request(tool_context=tool_context, llm_request=llm_request)
+
+    async def run_async(self, *, args: dict[str, Any], tool_context: Any) -> Any:
+        self._check(tool_context)
+        return await super().run_async(args=args, tool_context=tool_context)
+
+    def _check(self, tool_context: Any) -> None:
+        plugin = self._plugin
+        plugin._left_out.check(plugin.plugged_into(tool_context))
 
 
 def _session_id(session: _Session) -> str:

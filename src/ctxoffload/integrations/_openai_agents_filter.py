@@ -26,6 +26,7 @@ from .._doors.checks import (
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session
 from .._doors.runs import HostRuns, Kept, record_door
+from .._doors.unplugged import LeftOut
 from .._overflow import is_context_overflow
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
@@ -114,6 +115,10 @@ class OffloadingInputFilter:
         self._outside: _Run | None = None
         self._guard = threading.Lock()
         self._model_name: str | None = None  # the model `wrap` was given
+        # Whether the SDK ever called the filter: a model call comes before any tool call,
+        # so one of `tools` called while it never was is in a run without the filter.
+        self._called = False
+        self._left_out = LeftOut(DOOR)
 
     def _name(self, session: str, conversation: object) -> None:
         """Make every run of this filter write `session` (the host's `conversation`)."""
@@ -131,6 +136,7 @@ class OffloadingInputFilter:
         Raises:
             SessionBusyError: another live run writes this run's session.
         """
+        self._called = True
         agent = str(getattr(data.agent, "name", "") or "agent")
         run = await self._run_state(agent)
         _note_enclosing(run, agent)
@@ -295,8 +301,19 @@ class OffloadingInputFilter:
                 memory=self.memory,
                 session_id=self.session_id,
             )
-            self._tools = [function_tool(function) for function in functions]
+            self._tools = [self._told(function_tool(function)) for function in functions]
         return self._tools
+
+    def _told(self, tool: Any) -> Any:
+        """`tool` (an SDK `FunctionTool`) saying, at its first call in a run the filter is not
+        in, that the filter was left out (`LeftOut`)."""
+        invoke = tool.on_invoke_tool
+
+        async def checked(context: Any, arguments: str) -> Any:
+            self._left_out.check(self._called)
+            return await invoke(context, arguments)
+
+        return dataclasses.replace(tool, on_invoke_tool=checked)
 
 
 DOOR = DOORS["openai-agents"]

@@ -55,6 +55,7 @@ from ..compression import (
     is_summary_message,
 )
 from ..compression import MessageCounter as _Counter
+from ..exceptions import ConfigError
 from ..messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from ..model import ChatModel
 from ..tokens import get_token_counter
@@ -82,9 +83,14 @@ _FinalAnswerStep: Any = MEMORY.FinalAnswerStep
 _TaskStep: Any = MEMORY.TaskStep
 
 
-class OffloadingStepCallbacks:
+class OffloadingStepCallbacks(dict[Any, list[Callable[..., None]]]):
     """smolagents step callbacks that offload big observations and compact the agent's memory
     into a ctxoffload workspace.
+
+    The object is itself what smolagents takes as `step_callbacks` (a dict by step class, the
+    only shape it accepts besides a list): `step_callbacks=offload` and
+    `step_callbacks=offload.step_callbacks` (a copy, to add callbacks of your own to) do the
+    same.
 
     - An `ActionStep` whose observations are over the config's `tool_result_limit` is stored
       whole (`sessions/<session>/tool_result-<call id>.txt`) and keeps their head plus the
@@ -131,8 +137,7 @@ class OffloadingStepCallbacks:
 
         offload = OffloadingStepCallbacks(LocalWorkspace("ws"))
         agent = ToolCallingAgent(
-            tools=[fetch_logs, *offload.tools], model=model,
-            step_callbacks=offload.step_callbacks,
+            tools=[fetch_logs, *offload.tools], model=model, step_callbacks=offload
         )
     """
 
@@ -170,16 +175,44 @@ class OffloadingStepCallbacks:
                 workspace, max_output_chars, memory=memory, session_id=self.session_id
             )
         ]
+        super().__init__(
+            {
+                _ActionStep: [self.on_action_step],
+                _PlanningStep: [self.on_planning_step],
+                _FinalAnswerStep: [self.on_final_answer],
+            }
+        )
+
+    # A door object, not a value: equal to itself only, and hashable, as before it was also
+    # smolagents' dict (a dict's contents would decide both).
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"OffloadingStepCallbacks({self.workspace!r}, session_id={self.session_id!r})"
+
+    def __call__(self, step: Any, agent: Any = None) -> None:
+        """Called as one callback: the object was given inside a list (`step_callbacks=
+        [offload]`), whose callbacks smolagents calls at action steps only.
+
+        Raises:
+            ConfigError: always, with the fix (the door needs the planning and final-answer
+                steps too: the final answer gives the run's session up).
+        """
+        raise ConfigError(
+            "OffloadingStepCallbacks was given inside a list of step_callbacks, whose "
+            "callbacks smolagents calls at action steps only (it needs the planning and "
+            "final-answer steps too): pass step_callbacks=offload (not [offload]), or "
+            "offload.step_callbacks with callbacks of your own added to its lists"
+        )
 
     @property
     def step_callbacks(self) -> dict[Any, list[Callable[..., None]]]:
-        """The callbacks by step class, for `step_callbacks=` of any smolagents agent (merge
-        your own into the lists)."""
-        return {
-            _ActionStep: [self.on_action_step],
-            _PlanningStep: [self.on_planning_step],
-            _FinalAnswerStep: [self.on_final_answer],
-        }
+        """The callbacks by step class, for `step_callbacks=` of any smolagents agent: a new
+        dict each time, to merge your own into its lists (`step_callbacks=offload` itself
+        does the same without them)."""
+        return {step: list(callbacks) for step, callbacks in self.items()}
 
     def session_of(self, agent: Any) -> str | None:
         """The session `agent`'s current (or last) run writes; None before its first step."""

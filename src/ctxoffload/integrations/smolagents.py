@@ -18,7 +18,7 @@ Example::
         LocalWorkspace("ws"), config=ContextConfig(context_window=128_000)
     )
     agent = ToolCallingAgent(
-        tools=[fetch_logs, *offload.tools], model=model, step_callbacks=offload.step_callbacks
+        tools=[fetch_logs, *offload.tools], model=model, step_callbacks=offload
     )
     agent.run("Did the nightly job finish?")
 

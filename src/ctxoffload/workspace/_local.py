@@ -31,7 +31,7 @@ from .._disk.payloads import (
 from .._disk.read import open_reference
 from .._disk.scope import SessionScoped
 from ..exceptions import OffloadError, SessionBusyError
-from ._core import CollectedWorkspace
+from ._collected import CollectedWorkspace
 from ._datastore import KnownPayloads
 from ._disk_lease import LeaseCloser, write_lease_record
 from ._disk_store import DiskStore, finish_killed_purges, offload_errors

@@ -29,7 +29,7 @@ from ._bucket_url import (
     refuse_userinfo,
     refuse_userinfo_in_environment,
 )
-from ._core import CollectedWorkspace
+from ._collected import CollectedWorkspace
 from ._datastore import media_type_of
 from ._lease import (
     LEASE_FILE,

@@ -12,7 +12,7 @@ from .._disk.read import reference_text
 from .._disk.scope import SessionScoped
 from .._secrets import masked_url
 from ..exceptions import ConfigError
-from ._core import CollectedWorkspace
+from ._collected import CollectedWorkspace
 from ._lease import LEASE_FILE, LeaseTerm, SessionLease, holder_record, lease_ttl, took_over
 from ._postgres import SCHEMES as POSTGRES_SCHEMES
 from ._postgres import PostgresDatabase, is_postgres_url, postgres_url
