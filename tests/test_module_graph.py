@@ -356,6 +356,20 @@ def test_a_face_stays_within_its_budget(package: str) -> None:
     )
 
 
+MODULE_LINES = 800
+"""How long a module of the package may be: a file that needs more holds more than one idea
+(STYLE.md); past it, a cohesive part moves to a module of its own."""
+
+
+def test_no_module_of_the_package_is_over_its_line_budget() -> None:
+    over = {
+        str(path.relative_to(SRC)): lines
+        for path in sorted(SRC.rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES
+    }
+    assert over == {}, f"modules over {MODULE_LINES} lines: {over}"
+
+
 # A rule that spans packages has one home (issue 59): the text that writes it appears in that
 # module and nowhere else in the source; every other place calls the home.
 ONE_HOME = {
