@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -199,21 +201,28 @@ def numbers_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("value", HOSTILE_NUMBERS, ids=lambda v: v[:12] or "empty")
 @pytest.mark.parametrize("option", NUMERIC.keys())
 def test_a_hostile_number_on_any_option_is_no_traceback(
-    numbers_workspace: Path, option: str, value: str
+    numbers_workspace: Path,
+    option: str,
+    value: str,
+    cli: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The command run in this process: an exception escaping it fails the test, as a
+    traceback would end the command (what a person sees of a process is held by the tests
+    of deep lines above, which need a fresh interpreter's stack)."""
+    monkeypatch.delenv("CTXOFFLOAD_WORKDIR", raising=False)
     before, after = NUMERIC[option]
     if option == "cat --lines A:":
-        value = value + after[0]
-        after = []
+        value, after = value + after[0], []
     argv = [str(numbers_workspace.parent / "t.json") if a == "TRANSCRIPT" else a for a in before]
     workdir = (
         numbers_workspace if not option.startswith("replay") else numbers_workspace.parent / "r"
     )
-    done = _run(*argv, value, *after, "--workdir", workdir)
-    assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert done.returncode in (0, 1, 2), done.stderr
-    if done.returncode == 2:  # one line that names the command (after the usage, for argparse)
-        assert done.stderr.strip().splitlines()[-1].startswith("ctxoffload "), done.stderr
+    done = cli(*argv, value, *after, "--workdir", workdir)
+    assert "Traceback" not in done.err, done.err[-3000:]
+    assert done.code in (0, 1, 2), done.err
+    if done.code == 2:  # one line that names the command (after the usage, for argparse)
+        assert done.err.strip().splitlines()[-1].startswith("ctxoffload "), done.err
 
 
 def test_a_hostile_deadline_in_the_environment_is_no_traceback(numbers_workspace: Path) -> None:
