@@ -536,7 +536,12 @@ class Compaction:
         # the trigger, up to its own budget.
         least = ArtifactIndex.least_tokens(services.counter, listed_in) if candidates else 0
         summary_msg = state.render(
-            outcome.summary, cfg, services.counter, budget=plan.reserve - least, floor=500 - least
+            outcome.summary,
+            cfg,
+            services.counter,
+            budget=plan.reserve - least,
+            floor=500 - least,
+            readers=services.settings.over(cfg).readers,
         )
         room = int(cfg.trigger_ratio * window) - services.count(
             _context(plan.system, summary_msg, plan.split), tools
@@ -751,7 +756,11 @@ class Compaction:
         partial = _Plan(plan.system, plan.earlier_summary, plan.earlier_note, split, plan.reserve)
         if extra:
             candidate = self.services.state.render(
-                outcome.summary, cfg, self.services.counter, budget=plan.reserve
+                outcome.summary,
+                cfg,
+                self.services.counter,
+                budget=plan.reserve,
+                readers=self.services.settings.over(cfg).readers,
             )
             after = self.services.count(_context(plan.system, candidate, split), tools)
             if after > cfg.trigger_ratio * window:
