@@ -35,7 +35,7 @@ from ..workspace import Workspace, writing_as
 from ._google_adk_messages import INSTALL_HINT, GenaiHistory, response_key, response_text
 from ._message_ids import message_id
 from ._model_name import model_name_of
-from ._reading import reading_functions
+from ._reading import read_back
 
 __all__ = ["ContextOffloadPlugin"]
 
@@ -111,10 +111,9 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         self.config = checked_config(config)
         self.summary_model = checked_summary_model(summary_model)
         checked_positive(max_output_chars, "max_output_chars")
-        self.tools = [
-            _FunctionTool(function)
-            for function in reading_functions(workspace, max_output_chars, memory=memory)
-        ]
+        reading = read_back(workspace, max_output_chars, config=self.config, memory=memory)
+        self.tools = [_FunctionTool(function) for function in reading.functions]
+        self._readers = reading.readers  # what every notice names: these tools
         self._runs = HostRuns(workspace, _DOOR)
         # Per ADK session: its projector and history (`Kept`: the projector released when a
         # run of it ends; past `SESSIONS_KEPT`, those whose run is over are forgotten).
@@ -244,7 +243,11 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         def make() -> _Session:
             name = conversation_session(given)
             projector = Projector(
-                self.workspace, name, config=self.config, model=self.summary_model
+                self.workspace,
+                name,
+                config=self.config,
+                model=self.summary_model,
+                reader_tools=self._readers,
             )
             return _Session(name, projector)
 
