@@ -207,6 +207,14 @@ async def test_the_summary_says_to_search_the_context_log_with_the_tools_the_age
         assert word not in header
 
 
+async def test_a_summary_with_nothing_kept_writes_no_call_of_a_reader_tool() -> None:
+    comp = make(None, ReaderTools(retrieve="retrieve_offloaded_content"), context_window=3000)
+    done = await comp.maybe_compress([Msg(role="system", content="sys"), *chat(40)], force=True)
+    header = done.messages[1].text.split("## Task overview")[0]
+    assert "not kept: no offloader was configured" in header
+    assert "retrieve_offloaded_content(" not in header
+
+
 async def test_a_window_note_says_to_search_with_the_retrieval_tool_it_has() -> None:
     from ctxoffload.compression import ContextPipeline, SlidingWindow
 

@@ -194,6 +194,8 @@ class SummaryState:
         least `floor`), marked with this state; how to search the context log said with
         `readers`, the reader tools the agent has (`how_to_search`)."""
         reference = self.reference or "(not kept: no offloader was configured)"
+        # No tool's call is written for a log that was not kept.
+        search = how_to_search(reference, readers if self.reference else None, compact=True)
         fields = summary.model_dump()
         text = ""
         # Shrink the fields, then the artifact trail, until the rendered summary fits its
@@ -220,7 +222,7 @@ class SummaryState:
                 **shown,
                 context_path=reference,
                 line_span=self.spans_text(),
-                how_to_search=how_to_search(reference, readers, compact=True),
+                how_to_search=search,
                 artifacts=defuse(self.trail(trail_limit), *tags),
             )
             if counter.count_text(text) <= max(budget, floor):
