@@ -194,7 +194,8 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         return self.session_id
 
     def get_toolset(self) -> Any:
-        """Read, Grep, Glob and the retrieval tool, as a pydantic-ai toolset."""
+        """Read, Grep and Glob (a workspace on a folder) or the retrieval tool (one with
+        none), as a pydantic-ai toolset: the tools every notice names."""
         reading = read_back(
             self.workspace,
             self.max_output_chars,
