@@ -71,4 +71,5 @@ def test_reader_tools_a_doors_config_names_are_the_users_own_and_stay_named(
     own = ReaderTools(read="view_text_file")
     config = ContextConfig(reader_tools=own)
     assert read_back(LocalWorkspace(tmp_path / "ws"), 8_000, config=config).readers == own
-    assert read_back(InMemoryWorkspace(), 8_000, config=ContextConfig()).readers.retrieve
+    for config in (ContextConfig(), ContextConfig(reader_tools=ReaderTools())):  # none named
+        assert read_back(InMemoryWorkspace(), 8_000, config=config).readers.retrieve

@@ -60,8 +60,9 @@ def read_back(
         ConfigError: `memory` on a workspace that is not a `LocalWorkspace`.
     """
     functions = reading_functions(workspace, max_output_chars, memory=memory, session_id=session_id)
-    readers = config.reader_tools if config is not None else None
-    return ReadBack(functions, readers or ReaderTools.among(f.__name__ for f in functions))
+    own = config.reader_tools if config is not None else None
+    given = ReaderTools.among(f.__name__ for f in functions)
+    return ReadBack(functions, own if own is not None and own.known else given)
 
 
 def readers_for(workspace: Workspace, config: ContextConfig | None = None) -> ReaderTools:
