@@ -14,7 +14,7 @@ from pathlib import Path
 
 def _cache_bytecode() -> None:
     """Where PYTHONDONTWRITEBYTECODE is set (some CI machines set it), every pytest-xdist
-    worker would rewrite and compile every test module again (about 30 s of CPU each), and
+    worker would rewrite and compile every test module again (most of collection's CPU), and
     every interpreter a test starts would compile the package from source again. The suite
     keeps its bytecode in one folder of the system's temporary directory instead
     (PYTHONPYCACHEPREFIX), never beside the sources, so what that variable keeps clean stays

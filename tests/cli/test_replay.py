@@ -449,7 +449,7 @@ def test_a_peak_over_the_window_is_said(tmp_path: Path, cli: Callable[..., Any])
     # A window no compaction fits in is refused, in one line naming the least one that does.
     small = cli("replay", path, "--window", "100", "--workdir", tmp_path / "ws2")
     assert small.code == 2 and len(small.err.strip().splitlines()) == 1, small
-    assert "context_window 100 cannot hold" in small.err and "at least 383 tokens" in small.err
+    assert "context_window 100 cannot hold" in small.err and "at least 379 tokens" in small.err
 
 
 def test_a_warning_of_every_run_is_said_once(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ COUNTER = get_token_counter(exact=True)
 # From the smallest window a default config accepts (what a compaction leaves at the least,
 # the summary template's text and a 200-token preview, under the trigger) to a large one, with
 # the ones around the old edge (20,000 tokens: a 2,000-token default preview in a 10% reserve).
-SMALLEST = 383
+SMALLEST = 379
 WINDOWS = [SMALLEST, 400, 1_000, 1_999, 2_000, 4_000, 8_000, 19_999, 20_000, 20_001, 200_000]
 
 

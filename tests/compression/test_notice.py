@@ -15,6 +15,7 @@ from ctxoffload import (
     DataBlock,
     InMemoryWorkspace,
     LocalWorkspace,
+    Msg,
     TextBlock,
     ToolResultBlock,
     get_token_counter,
@@ -166,6 +167,77 @@ async def test_reader_tools_set_later_are_named_from_then_on(local_ws: LocalWork
         ToolResultBlock(id="c2", name="cat", output=numbered(500))
     )
     assert "Read(path=" in str(second.output) and "read_file" not in str(second.output)
+
+
+def chat(n: int) -> list[Msg]:
+    words = " ".join(f"word{j}" for j in range(25))
+    return [
+        Msg(role="user" if i % 2 == 0 else "assistant", content=f"message {i}: {words}")
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("readers", "search", "absent"),
+    [
+        (
+            ReaderTools(retrieve="retrieve_offloaded_content"),
+            "search it with retrieve_offloaded_content(reference='memory://workspace/sessions/s1/"
+            "context.jsonl', pattern='...') for a word",
+            ("your file tools", "Grep", "grep"),
+        ),
+        (
+            ReaderTools(read="Read", grep="Grep"),
+            "search it with Grep for a word",
+            ("your file tools", "retrieve_offloaded_content"),
+        ),
+        (None, "search it with your file tools for a word", ("Grep", "retrieve_offloaded_content")),
+    ],
+)
+async def test_the_summary_says_to_search_the_context_log_with_the_tools_the_agent_has(
+    readers: ReaderTools | None, search: str, absent: tuple[str, ...]
+) -> None:
+    # An agent with only the retrieval tool was told to "search it with your file tools":
+    # the header names the tools as every notice does.
+    comp = make(InMemoryWorkspace(), readers, context_window=3000)
+    done = await comp.maybe_compress([Msg(role="system", content="sys"), *chat(40)], force=True)
+    header = done.messages[1].text.split("## Task overview")[0]
+    assert search in header
+    for word in absent:
+        assert word not in header
+
+
+async def test_a_summary_with_nothing_kept_writes_no_call_of_a_reader_tool() -> None:
+    comp = make(None, ReaderTools(retrieve="retrieve_offloaded_content"), context_window=3000)
+    done = await comp.maybe_compress([Msg(role="system", content="sys"), *chat(40)], force=True)
+    header = done.messages[1].text.split("## Task overview")[0]
+    assert "not kept: no offloader was configured" in header
+    assert "retrieve_offloaded_content(" not in header
+
+
+async def test_a_window_note_says_to_search_with_the_retrieval_tool_it_has() -> None:
+    from ctxoffload.compression import ContextPipeline, SlidingWindow
+
+    pipeline = ContextPipeline(
+        pre_llm=[SlidingWindow(max_messages=4)], config=ContextConfig(context_window=50_000)
+    )
+    comp = make(InMemoryWorkspace(), ReaderTools(retrieve="retrieve_offloaded_content"))
+    kept = (await pipeline.bind(comp).pre_llm(chat(20))).messages
+    (note,) = [m.text for m in kept if "earlier messages were moved out" in m.text]
+    assert "search it with retrieve_offloaded_content(reference='memory://" in note
+    assert "your file tools" not in note
+
+
+def test_the_notices_name_the_retrieval_tool_by_the_name_readback_gives_it() -> None:
+    from ctxoffload.readback import RETRIEVAL_TOOL_NAME
+
+    assert ReaderTools.among(["Read", "Glob", RETRIEVAL_TOOL_NAME]) == ReaderTools(
+        read="Read", retrieve=RETRIEVAL_TOOL_NAME
+    )
+    # A tool listed under another name (the MCP proxy's, around the wrapped server's own).
+    listed = {"Read": "ctxoffload_Read", "Grep": "Grep", "memory": "memory"}
+    assert ReaderTools.among(listed) == ReaderTools(read="ctxoffload_Read", grep="Grep")
+    assert not ReaderTools.among(["fetch", "memory"]).known
 
 
 # -- images -----------------------------------------------------------------------------------

@@ -16,16 +16,19 @@ import contextlib
 import hashlib
 import importlib
 import os
+import re
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 from frameworks import framework_required
+from workspace_kinds import local, memory, memory_bucket, sqlite
 
 from ctxoffload._disk.ids import session_id_for
+from ctxoffload.text import TRUNCATION_MARKER
 from helpers import install_hint
 
 BIG = "".join(f"12:{i % 60:02d} INFO export batch {i} done\n" for i in range(60_000))
@@ -101,12 +104,14 @@ class Outcome:
         kept: what the host keeps of the last tool output (its state, its context).
         names: how `kept` names the file that holds the output ("": by the file's name; a
             host whose own tools read it back names it its own way, deepagents by its path).
+        tools: the names of the tools the host's agent was given (its own and the door's).
     """
 
     session: str
     sent: list[list[str]] = field(default_factory=list)
     kept: str = ""
     names: str = ""
+    tools: list[str] = field(default_factory=list)
 
 
 class DoorDriver:
@@ -123,10 +128,14 @@ class DoorDriver:
             still checked and must fail (an expected failure); once it holds, the test fails
             until the gap is taken out.
         limit: the `tool_result_limit` the driver builds its door with.
+        host_readers: what the host itself gives its model to read a stored file back on a
+            workspace on a folder (Claude Code's own Read and Grep: `FILE_TOOLS`, the words
+            that name them), beside the tools a conversation's `Outcome` lists.
     """
 
     door: str = ""
     limit: int = 300
+    host_readers: frozenset[str] = frozenset()
     module: str | None = None
     needs: str = ""
     extra: str = ""
@@ -265,9 +274,60 @@ def files_holding(root: Path, text: str) -> list[Path]:
 
 
 def sessions_of(workspace: Any) -> set[str]:
-    """The session folders of a `LocalWorkspace` now."""
-    folder = Path(workspace.workdir) / "sessions"
-    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+    """The session folders of a `LocalWorkspace` now (none for a workspace with no folder)."""
+    workdir = getattr(workspace, "workdir", None)
+    folder = Path(workdir) / "sessions" if workdir is not None else None
+    return {p.name for p in folder.iterdir()} if folder is not None and folder.is_dir() else set()
+
+
+STORES: dict[str, Callable[[Path], Any]] = {
+    "folder": local,
+    "memory": memory,
+    "bucket": memory_bucket,
+    "sqlite": sqlite,
+}
+"""Every kind of store a door may be given, by name: a folder (`LocalWorkspace`), memory
+(`InMemoryWorkspace`), a bucket (`ObjectStoreWorkspace`, `memory://`) and a database
+(`SqlWorkspace`, SQLite)."""
+
+
+FILE_TOOLS = "your file tools"
+"""The words a notice names readers with when none is known: a host's own file tools."""
+
+READER_TOOLS = ("Read", "Grep", "Glob", "retrieve_offloaded_content")
+"""ctxoffload's read-back tools, as a door gives them."""
+
+
+def readers_named(text: str, names: Collection[str] = ()) -> set[str]:
+    """The read-back tools ctxoffload's words in `text` tell the model to use, among
+    `READER_TOOLS` and `names`: a call written out (`Read(path=...)`), a short one (`Read
+    offset=22`, `Grep it`, `retrieve_offloaded_content line_range=[...]`), `your Read tool`,
+    `search it with Grep`; and `FILE_TOOLS` for the words that name none."""
+    named = {FILE_TOOLS} if FILE_TOOLS in text else set()
+    for name in {*READER_TOOLS, *names}:
+        tool = re.escape(name)
+        if re.search(
+            rf"(?<![\w.]){tool}(?:\(| (?:offset|line_range)=| it\b| or pattern=| from line)"
+            rf"|\byour {tool} tool\b|\bsearch it with {tool}\b",
+            text,
+        ):
+            named.add(name)
+    return named
+
+
+_NOTICES = re.compile(
+    rf"{re.escape(TRUNCATION_MARKER)}.*?</system-reminder>"  # a cut result or argument
+    r"|<context_summary>.*?## "  # a summary's header, up to its first field
+    r"|\[cleared: .*?\]"  # a cleared result's placeholder
+    r"|earlier messages were moved out of the context.*?\]",  # a window's note
+    re.DOTALL,
+)
+
+
+def reading_notices(text: str) -> list[str]:
+    """The notices, placeholders and summary headers ctxoffload wrote in `text`: each tells
+    the model where content went and how to read it back."""
+    return _NOTICES.findall(text)
 
 
 def drivers() -> list[DoorDriver]:

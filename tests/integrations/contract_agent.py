@@ -19,6 +19,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload.agent import workspace_tools
+from ctxoffload.readback import HasWorkdir
 from ctxoffload.text import message_text
 
 CONFIG = ContextConfig(context_window=4_000, tool_result_limit=300)
@@ -71,9 +72,12 @@ class AgentDriver(DoorDriver):
                 gate.wait(30)
             return outputs.pop(0)
 
+        # On a folder, the file tools as a user registers them; on a store with none the
+        # Agent registers the retrieval tool itself.
+        readers = workspace_tools(made.workspace) if isinstance(made.workspace, HasWorkdir) else []
         async with Agent(
             model=model,
-            tools=[fetch, *workspace_tools(made.workspace)],
+            tools=[fetch, *readers],
             offloader=made.workspace,
             context_config=CONFIG,
             session_id=conversation,
@@ -86,6 +90,7 @@ class AgentDriver(DoorDriver):
                 session=agent.session_id,
                 sent=[[message_text(m) for m in call] for call in model.calls],
                 kept=str(kept[-1]) if kept else "",
+                tools=list(agent.tools),
             )
 
     @contextlib.contextmanager

@@ -53,6 +53,9 @@ class AgentScopeDriver(DoorDriver):
         "same tools": "AgentScope's own Read and Grep read the stored files by the absolute "
         "path its notice names; offloader.tools() adds ctxoffload's retrieve_offloaded_content "
         "(tests/integrations/test_agentscope_agent.py)",
+        "readers named": "AgentScope writes the notice of a result it cuts, in its own words "
+        "(the file, and no tool): its Read, or offloader.tools()' retrieve_offloaded_content, "
+        "reads it back (tests/integrations/test_agentscope_agent.py)",
         "tokens, not characters": "AgentScope decides which result it splits, by its model's "
         "own count_tokens (UTF-8 bytes over 4 for OpenAI's); the middleware stores whole what "
         "it is about to split",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, ClassVar
 
-from contract import DoorDriver, Outcome, Turn
+from contract import FILE_TOOLS, DoorDriver, Outcome, Turn
 
 from claude_code_hooks import post_tool_use_bash
 from ctxoffload._disk.ids import session_id_for
@@ -18,6 +18,7 @@ from ctxoffload._doors.doors import DOORS
 class ClaudeAgentSdkDriver(DoorDriver):
     door = "claude-agent-sdk"
     limit = 3_000  # the hook's default
+    host_readers = frozenset({FILE_TOOLS})  # Claude Code's own Read and Grep
     module = "claude_agent_sdk"
     extra = "claude"
     reasons: ClassVar[dict[str, str]] = {
@@ -30,6 +31,12 @@ class ClaudeAgentSdkDriver(DoorDriver):
         "Grep (the notice names the file); ctxoffload's read-back tools reach it as an MCP "
         "server (ctxoffload mcp-proxy)",
     }
+    gaps: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("readers named on a memory", "readers named on a bucket", "readers named on a sqlite"),
+        "Claude Code reads a stored output with its own Read, which opens files: on a workspace "
+        "with no folder the model has no tool that reads one back, and the notice says 'your "
+        "file tools' (the hooks should refuse such a workspace, or give the retrieval tool)",
+    )
 
     def make(self, workspace: Any) -> Any:
         from ctxoffload.integrations.claude import OffloadingHooks

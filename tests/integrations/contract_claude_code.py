@@ -8,7 +8,7 @@ import subprocess
 import sys
 from typing import Any, ClassVar
 
-from contract import DoorDriver, Outcome, Turn
+from contract import FILE_TOOLS, DoorDriver, Outcome, Turn
 
 from claude_code_hooks import post_tool_use_bash
 from ctxoffload._disk.ids import session_id_for
@@ -18,6 +18,7 @@ from ctxoffload._doors.doors import DOORS
 class ClaudeCodeDriver(DoorDriver):
     door = "claude-code"
     limit = 3_000  # the hook's default
+    host_readers = frozenset({FILE_TOOLS})  # Claude Code's own Read and Grep
     reasons: ClassVar[dict[str, str]] = {
         "call arguments": "the hooks see a tool's input only to run it: what Claude is sent "
         "again is Claude Code's own transcript, which its own compaction keeps",
@@ -27,6 +28,11 @@ class ClaudeCodeDriver(DoorDriver):
         "checked at construction": "the hook is a command Claude Code runs, not an object: "
         "a workspace that cannot be written is one line on stderr and the output passes "
         "whole, so Claude Code goes on (tests/cli/test_hook.py)",
+        **dict.fromkeys(
+            ("readers named on a memory", "readers named on a bucket", "readers named on a sqlite"),
+            "the hook is a command Claude Code runs on a folder (--workdir), which its own Read "
+            "and Grep open",
+        ),
         "same tools": "Claude Code reads the stored files with its own Read and Grep (the "
         "notice names the file); ctxoffload's read-back tools reach it through the MCP proxy",
     }

@@ -84,10 +84,12 @@ class CrewAIDriver(DoorDriver):
         model.script(replies)
         first = len(model.seen)
         session = ""
+        given: list[str] = []
         for turn in turns:
             with host_warnings_ignored():
                 tools = [Fetch().give(pending, before=_gated(made)), *hooks.tools]
                 crew = crew_of(agent_with(model, tools), turn.user)
+                given = [tool.name for tool in tools]
                 with hooks:
                     crew.kickoff()
             session = hooks.session_of(crew) or ""
@@ -101,6 +103,7 @@ class CrewAIDriver(DoorDriver):
             session=session,
             sent=[texts(sent) for sent in model.seen[first:]],
             kept=str(tool_messages[-1]) if tool_messages else "",
+            tools=given,
         )
 
     @contextlib.contextmanager

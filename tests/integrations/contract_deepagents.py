@@ -33,6 +33,8 @@ class DeepAgentsDriver(DoorDriver):
         "same tools": "deepagents' own read_file, grep and glob read the stored files through "
         "the backend, by deepagents' paths (tests/integrations/test_deepagents_agent.py); "
         "ContextOffloadMiddleware beside it adds ctxoffload's Read, Grep and Glob",
+        "readers named": "deepagents writes the notice of a result it evicts, naming its own "
+        "read_file; the backend writes none",
         "tokens, not characters": "deepagents decides which result it evicts, by its own "
         "limit (20,000 tokens); the backend stores what it is given",
         "call arguments": "deepagents decides what its model is sent (its summarisation "

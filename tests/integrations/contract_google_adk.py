@@ -68,6 +68,7 @@ class GoogleAdkDriver(DoorDriver):
         fetch = gated_fetch(made, outputs)
 
         model, runner, session = await self._runner(made, conversation, replies, [fetch])
+        given = ["fetch", *(tool.name for tool in made.plugin.tools)]
         kept = ""
         for turn in turns:
             for response in await self._ask(runner, session, turn.user):
@@ -76,6 +77,7 @@ class GoogleAdkDriver(DoorDriver):
             session=self.session_of(session),
             sent=[_wire(request) for request in model.seen],
             kept=kept,
+            tools=given,
         )
 
     async def _runner(

@@ -20,6 +20,10 @@ from ctxoffload._doors.doors import DOORS
 LIMIT = 1_200
 """Characters past which Haystack's hook offloads a result (about 300 tokens)."""
 
+WINDOW = 2_000
+"""The window Haystack's `CompactionHook` compacts within: a conversation of a dozen turns
+passes its `compact_at`, as the other doors' conversations pass their triggers."""
+
 
 class _Made:
     """The workspace, and per conversation its store and the messages the application kept."""
@@ -71,12 +75,13 @@ class HaystackDriver(DoorDriver):
         # compact_at, hands it the conversation before the model call).
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ExperimentalWarning)  # Haystack's CompactionHook
-            compaction = CompactionHook(WorkspaceCompactor(store), context_window=128_000)
+            compaction = CompactionHook(WorkspaceCompactor(store), context_window=WINDOW)
         hooks = {
             "after_tool": [ToolResultOffloadHook(store, {"*": OffloadOverChars(LIMIT)})],
             "before_llm": [compaction],
         }
-        agent = agent_with(model, [returning("fetch", outputs), *store.tools], hooks)
+        tools = [returning("fetch", outputs), *store.tools]
+        agent = agent_with(model, tools, hooks)
         for turn in turns:
             out = agent.run([*history, ChatMessage.from_user(turn.user)])
             history[:] = out["messages"]
@@ -85,6 +90,7 @@ class HaystackDriver(DoorDriver):
             session=store.session_id,
             sent=[[text for _, text in sent] for sent in model.seen],
             kept=str(results[-1].tool_call_result.result) if results else "",
+            tools=[tool.name for tool in tools],
         )
 
     @contextlib.contextmanager

@@ -84,6 +84,7 @@ class LangChainDriver(DoorDriver):
             session=session,
             sent=[[_sent(m) for m in call] for call in model.seen],
             kept=str(results[-1].content) if results else "",
+            tools=[fetch.name, *(t.name for t in made.middleware.tools)],
         )
 
     @contextlib.contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +29,9 @@ class _Made:
     def __init__(self, workspace: Any) -> None:
         self.workspace = workspace
         self.memories: dict[str, Any] = {}
-        self.chats = Path(workspace.workdir).parent / f"{Path(workspace.workdir).name}-chats.db"
+        # Beside the workspace's folder; for one with none, in a folder of its own.
+        folder = Path(getattr(workspace, "workdir", None) or tempfile.mkdtemp())
+        self.chats = folder.parent / f"{folder.name}-chats.db"
         self.gate: threading.Event | None = None
         self.entered = threading.Event()
 
@@ -91,6 +94,7 @@ class LlamaIndexDriver(DoorDriver):
             session=memory.session,
             sent=[wire(messages) for messages in model.seen],
             kept=str(results[-1].content) if results else "",
+            tools=[tool.metadata.name for tool in tools],
         )
 
     @contextlib.contextmanager

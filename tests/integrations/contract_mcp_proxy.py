@@ -30,6 +30,12 @@ class McpProxyDriver(DoorDriver):
         "and never sees the client's requests to its model",
         "identity": "an MCP connection carries no id of its own: each connection is a new "
         "session, or the one --session names (a plain name, checked before anything starts)",
+        **dict.fromkeys(
+            ("readers named on a memory", "readers named on a bucket", "readers named on a sqlite"),
+            "the proxy is a program on a folder (--workspace DIR); McpProxy on a store with no "
+            "folder serves the retrieval tool and its notices name it "
+            "(tests/integrations/test_mcp_proxy.py)",
+        ),
         "a path is no workspace": "the proxy is a program: its --workspace is a folder, "
         "taken as LocalWorkspace(folder); a folder that is a file is refused before anything "
         "starts",
@@ -53,8 +59,10 @@ class McpProxyDriver(DoorDriver):
         options = ["--session", conversation] if conversation else []
         before = sessions_of(made.workspace)
         kept = ""
+        listed: list[str] = []
         try:
             async with proxied(made.workspace.workdir, *options, limit=300) as client:
+                listed = [tool.name for tool in (await client.list_tools()).tools]
                 for turn in turns:
                     if turn.tool_output is not None:
                         result = await client.call_tool("echo", {"text": turn.tool_output})
@@ -67,7 +75,7 @@ class McpProxyDriver(DoorDriver):
                 raise SessionBusyError(said, conversation or "", {}) from None
             raise
         session = conversation or next(iter(sessions_of(made.workspace) - before))
-        return Outcome(session=session, kept=kept)
+        return Outcome(session=session, kept=kept, tools=listed)
 
     @contextlib.contextmanager
     def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:

@@ -100,6 +100,7 @@ class OpenAIAgentsDriver(DoorDriver):
             session=written,
             sent=[[str(item) for item in call] for call in model.seen],
             kept=str(outputs_kept[-1]) if outputs_kept else "",
+            tools=[tool.name for tool in agent.tools],
         )
 
     @contextlib.contextmanager

@@ -83,6 +83,7 @@ class PydanticAiDriver(DoorDriver):
             session=session,
             sent=[wire(request) for request in model.seen],
             kept=str(results[-1].content) if results else "",
+            tools=["fetch", *made.capability.get_toolset().tools],
         )
 
     @contextlib.contextmanager

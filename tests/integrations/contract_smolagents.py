@@ -88,6 +88,7 @@ class SmolagentsDriver(DoorDriver):
             session=session,
             sent=[[text for _, text in sent] for sent in model.seen[first:]],
             kept=str(kept[-1]) if kept else "",
+            tools=list(agent.tools),
         )
 
     @contextlib.contextmanager

@@ -168,6 +168,12 @@ class StrandsManagerDriver(DoorDriver):
         "and Glob are Strands tools through strands.tool(reading_functions(...)), held to "
         "this promise by the strands-storage door",
     }
+    gaps = {  # noqa: RUF012 - ClassVar in the base
+        f"readers named on a {store}": "the manager gives the agent no read-back tools, so its "
+        "summaries name none it has ('your file tools'): the user adds "
+        "strands.tool(reading_functions(...)) themselves"
+        for store in ("folder", "memory", "bucket", "sqlite")
+    }
 
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.strands import OffloadingConversationManager
@@ -207,7 +213,9 @@ class StrandsManagerDriver(DoorDriver):
         assert session is not None
         if conversation is not None:
             assert session == session_id_for(conversation)
-        return Outcome(session=session, sent=model.seen, kept=_last_result(agent.messages))
+        return Outcome(
+            session=session, sent=model.seen, kept=_last_result(agent.messages), tools=["fetch"]
+        )
 
     @contextlib.contextmanager
     def live_run(self, workspace: Any, conversation: str) -> Iterator[None]:
@@ -245,6 +253,8 @@ class StrandsStorageDriver(DoorDriver):
         "by its own estimate (max_result_tokens); the storage stores what it is given",
         "call arguments": "Strands' ContextOffloader hands the storage tool results, not "
         "the calls the model wrote (the manager door holds what is sent)",
+        "readers named": "Strands' ContextOffloader writes the notice of a result it stores, "
+        "in its own words, naming its own retrieve_offloaded_content, which it gives the agent",
     }
 
     def make(self, workspace: Any) -> _Made:
@@ -278,7 +288,10 @@ class StrandsStorageDriver(DoorDriver):
         assert conversation is None or storage.session_id == conversation
         assert sessions_of(made.workspace) - before <= {storage.session_id}
         return Outcome(
-            session=storage.session_id, sent=model.seen, kept=_last_result(agent.messages)
+            session=storage.session_id,
+            sent=model.seen,
+            kept=_last_result(agent.messages),
+            tools=list(agent.tool_names),
         )
 
     def grep(self, made: _Made, conversation: str, pattern: str) -> str:

@@ -20,6 +20,7 @@ from contract import (
     BIG,
     MEDIUM,
     NEEDLE,
+    STORES,
     DoorDriver,
     Outcome,
     Turn,
@@ -27,6 +28,8 @@ from contract import (
     drivers,
     files_holding,
     known_gap,
+    readers_named,
+    reading_notices,
     skip_unless,
 )
 
@@ -334,3 +337,32 @@ def test_grep_answers_the_same_through_every_door(driver: DoorDriver, tmp_path: 
     assert NEEDLE in answer
     assert "events.jsonl" not in answer and "state.json" not in answer
     assert outcome.session
+
+
+@doors
+@pytest.mark.parametrize("store", sorted(STORES))
+def test_every_notice_names_only_reader_tools_the_model_was_given(
+    driver: DoorDriver, store: str, tmp_path: Path
+) -> None:
+    """What a cut result's notice, a placeholder or a summary's header tells the model to call
+    is a tool it has: on a folder the file tools the door gave, on a store with none (memory,
+    a bucket, a database) the retrieval tool (four doors gave `retrieve_offloaded_content`
+    and said "use your file tools on memory://.../tool_result-c1.txt from line 11")."""
+    skip_unless(driver, "readers named")
+    skip_unless(driver, f"readers named on a {store}")
+    turns = [
+        Turn(f"question {i} " * 40, tool_output=MEDIUM if i % 3 == 0 else None) for i in range(12)
+    ]
+    with known_gap(driver, f"readers named on a {store}"):
+        outcome = driver.converse(driver.make(STORES[store](tmp_path)), "readers", turns)
+        given = {*outcome.tools, *(driver.host_readers if store == "folder" else ())}
+        texts = [*(text for sent in outcome.sent for text in sent), outcome.kept]
+        notices = [notice for text in texts for notice in reading_notices(text)]
+        assert notices, "nothing was cut or compacted: no notice to hold"
+        for notice in notices:
+            named = readers_named(notice, given)
+            assert named, f"a notice names no tool to read it back: {notice[:600]}"
+            assert named <= given, f"names {named - given}, not given ({given}): {notice[:600]}"
+        for text in texts:
+            named = readers_named(text, given)
+            assert named <= given, f"names {named - given}, not given ({given}): {text[:600]}"

@@ -7,8 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctxoffload import InMemoryWorkspace, LocalWorkspace, ToolResultBlock
+from ctxoffload import (
+    ContextConfig,
+    InMemoryWorkspace,
+    LocalWorkspace,
+    ReaderTools,
+    ToolResultBlock,
+)
 from ctxoffload.integrations import reading_functions
+from ctxoffload.integrations._reading import read_back
 from ctxoffload.readback import retrieval_tool
 
 OUTPUT = "\n".join(f"line {i}" for i in range(1, 301)) + "\nneedle 42 found\n"
@@ -46,3 +53,23 @@ async def test_on_a_folder_read_and_grep_answer_what_the_retrieval_tool_answers(
     assert by_read.splitlines() == by_range.splitlines()[-3:]
     assert "301:needle 42 found" in await grep(pattern="needle", path_or_glob=reference)
     assert "301\tneedle 42 found" in await retrieve(reference=reference, pattern="needle")
+
+
+def test_what_notices_name_is_taken_from_the_tools_given(tmp_path: Path) -> None:
+    # The one home of both: a door's notices can name no tool it did not give.
+    on_disk = read_back(LocalWorkspace(tmp_path / "ws"), 8_000, memory=True)
+    assert names(on_disk.functions) == ["Read", "Grep", "Glob", "memory"]
+    assert on_disk.readers == ReaderTools(read="Read", grep="Grep")
+    in_memory = read_back(InMemoryWorkspace(), 8_000)
+    assert names(in_memory.functions) == ["retrieve_offloaded_content"]
+    assert in_memory.readers == ReaderTools(retrieve="retrieve_offloaded_content")
+
+
+def test_reader_tools_a_doors_config_names_are_the_users_own_and_stay_named(
+    tmp_path: Path,
+) -> None:
+    own = ReaderTools(read="view_text_file")
+    config = ContextConfig(reader_tools=own)
+    assert read_back(LocalWorkspace(tmp_path / "ws"), 8_000, config=config).readers == own
+    for config in (ContextConfig(), ContextConfig(reader_tools=ReaderTools())):  # none named
+        assert read_back(InMemoryWorkspace(), 8_000, config=config).readers.retrieve

@@ -153,12 +153,7 @@ def reader_output_chars(config: ContextConfig) -> int:
 
 def _notice_readers(tools: dict[str, Tool]) -> ReaderTools | None:
     """The names notices should give: the reader tools registered, by what they do."""
-    readers = {name for name, tool in tools.items() if tool.is_reader}
-    found = ReaderTools(
-        read="Read" if "Read" in readers else None,
-        grep="Grep" if "Grep" in readers else None,
-        retrieve=RETRIEVAL_TOOL_NAME if RETRIEVAL_TOOL_NAME in readers else None,
-    )
+    found = ReaderTools.among(name for name, tool in tools.items() if tool.is_reader)
     return found if found.known else None
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .._disk import events
@@ -26,6 +25,7 @@ from ..tokens import TokenCount
 from ._background import Pending
 from ._cache_request import LastRequest, same_model, summarize_from_cache
 from ._compaction_index import artifact_index, index_clock, leaving_artifacts
+from ._compaction_plan import Plan, in_order, unchanged
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._index import ArtifactIndex, IndexClock, events_file, scan_messages
 from ._notes import is_context_note, is_summary_message, is_window_note
@@ -44,57 +44,6 @@ __all__ = ["Compaction"]
 INDEX_SHARE = 0.1
 """The share of `summary_timeout` kept from the summary model for the artifact index and the
 assembly after it: a summary model that does not answer leaves the index that much time."""
-
-
-@dataclass
-class _Plan:
-    """What the split step decided: the parts of the context and the reserve."""
-
-    system: Msg | None
-    earlier_summary: Msg | None
-    earlier_note: Msg | None
-    split: Split
-    reserve: int
-    # Whether `Truncator.fit_fresh` cut the newest turn (its cuts are stored and recorded).
-    fresh_cut: bool = False
-
-    @property
-    def older(self) -> list[Msg]:
-        """The messages that leave, oldest first."""
-        return self.split.older
-
-    @property
-    def kept(self) -> list[Msg]:
-        """The messages that stay verbatim, oldest first."""
-        return self.split.kept
-
-    @property
-    def pinned(self) -> Msg | None:
-        """The latest user request, kept right after the summary, when it was among the
-        older messages."""
-        return self.split.pinned
-
-
-def _context(system: Msg | None, summary: Msg | None, split: Split) -> list[Msg]:
-    """A context in its order: system prompt, summary, the pins that would have left (oldest
-    first), the latest user request if it would have left, the messages kept."""
-    head = [m for m in (system, summary) if m is not None] + split.pins
-    return head + ([split.pinned] if split.pinned else []) + split.kept
-
-
-def _unchanged(
-    messages: list[Msg], reason: str, counted: TokenCount, tokens_after: int
-) -> CompressionResult:
-    """The result of a compression that moved nothing out, and why."""
-    return CompressionResult(
-        messages,
-        False,
-        reason,
-        counted.tokens,
-        tokens_after,
-        tokens_before_exact=counted.exact,
-        tokens_before_bounds=counted.bounds,
-    )
 
 
 class Compaction:
@@ -172,14 +121,14 @@ class Compaction:
             counted = self.services.count_until(cut, tools, limit=cfg.trigger_ratio * window)
             if not self._is_due(counted.tokens, settings, window, strategy, force=force):
                 reason = "below trigger once the newest turn was cut"
-                return _unchanged(cut, reason, counted, counted.tokens)
+                return unchanged(cut, reason, counted, counted.tokens)
         model = summary_model or settings.model
         return await self._compress(
             context, plan, counted, tools, cfg, window, model, deadline=deadline
         )
 
     @staticmethod
-    def _with_cuts(context: list[Msg], plan: _Plan) -> list[Msg]:
+    def _with_cuts(context: list[Msg], plan: Plan) -> list[Msg]:
         """The context as it was, the messages the split cut (the newest turn, the latest
         request) in their cut form."""
         split = plan.split
@@ -211,7 +160,7 @@ class Compaction:
 
     async def _split(
         self, context: list[Msg], settings: RunSettings, window: int, strategy: SplitStrategy
-    ) -> _Plan:
+    ) -> Plan:
         """Split: which messages leave the context and which stay.
 
         The system prompt and the notes (an earlier summary, a window note) are set apart,
@@ -243,7 +192,7 @@ class Compaction:
             rest = rest[:fresh_from] + cut
         split = strategy.split(rest, self.services.tracker, reserve, fresh_from)
         await self._keep_latest_request(split, reserve)
-        return _Plan(system, earlier_summary, earlier_note, split, reserve, fresh_cut)
+        return Plan(system, earlier_summary, earlier_note, split, reserve, fresh_cut)
 
     def _adopt_notes(
         self, rest: Sequence[Msg], cfg: ContextConfig, window: int
@@ -282,7 +231,7 @@ class Compaction:
     async def _compress(
         self,
         context: list[Msg],
-        plan: _Plan,
+        plan: Plan,
         counted: TokenCount,
         tools: Sequence[dict[str, Any]],
         cfg: ContextConfig,
@@ -320,7 +269,7 @@ class Compaction:
             persisted = await self.services.persist(plan.older)
             if persisted.failure is not None:
                 reason = f"offload failed: {persisted.failure}"
-                return _unchanged(context, reason, counted, counted.tokens)
+                return unchanged(context, reason, counted, counted.tokens)
             lines = persisted.found_at
             outcome = await self._summarise(plan, persisted, cfg, window, model, deadline)
             if scanning is not None:
@@ -333,20 +282,20 @@ class Compaction:
         )
 
     def _keep_notes(
-        self, plan: _Plan, counted: TokenCount, tools: Sequence[dict[str, Any]]
+        self, plan: Plan, counted: TokenCount, tools: Sequence[dict[str, Any]]
     ) -> CompressionResult:
         """The context when nothing is old enough to compress: the earlier summary and
         window note (the only paths back to the messages that left before) stay."""
-        after = _context(plan.system, plan.earlier_summary, plan.split)
+        after = in_order(plan.system, plan.earlier_summary, plan.split)
         if plan.earlier_note is not None:
             at = len(after) - len(plan.kept) - (1 if plan.pinned else 0) - len(plan.split.pins)
             after.insert(at, plan.earlier_note)
         reason = "nothing old enough to compress"
-        return _unchanged(after, reason, counted, self.services.count(after, tools))
+        return unchanged(after, reason, counted, self.services.count(after, tools))
 
     async def _summarise(
         self,
-        plan: _Plan,
+        plan: Plan,
         persisted: Persisted,
         cfg: ContextConfig,
         window: int,
@@ -431,7 +380,7 @@ class Compaction:
 
     async def _assemble(
         self,
-        plan: _Plan,
+        plan: Plan,
         persisted: Persisted,
         outcome: SummaryOutcome,
         counted: TokenCount,
@@ -449,7 +398,7 @@ class Compaction:
         summary_msg, index = await self._summary_with_index(
             plan, persisted, outcome, tools, cfg, window, lines, index_clock(deadline, cfg)
         )
-        after = _context(plan.system, summary_msg, plan.split)
+        after = in_order(plan.system, summary_msg, plan.split)
         tokens_after = self.services.count(after, tools)
         # The two records of the compaction go in one append (one write, one fsync).
         records: list[Event] = []
@@ -500,7 +449,7 @@ class Compaction:
 
     async def _summary_with_index(
         self,
-        plan: _Plan,
+        plan: Plan,
         persisted: Persisted,
         outcome: SummaryOutcome,
         tools: Sequence[dict[str, Any]],
@@ -520,10 +469,15 @@ class Compaction:
         # the trigger, up to its own budget.
         least = ArtifactIndex.least_tokens(services.counter, listed_in) if candidates else 0
         summary_msg = state.render(
-            outcome.summary, cfg, services.counter, budget=plan.reserve - least, floor=500 - least
+            outcome.summary,
+            cfg,
+            services.counter,
+            budget=plan.reserve - least,
+            floor=500 - least,
+            readers=services.settings.over(cfg).readers,
         )
         room = int(cfg.trigger_ratio * window) - services.count(
-            _context(plan.system, summary_msg, plan.split), tools
+            in_order(plan.system, summary_msg, plan.split), tools
         )
         kept = [*plan.split.pins, *([plan.pinned] if plan.pinned else []), *plan.kept]
         # What the summary leaves of its own budget may name what leaves now, when the index's
@@ -636,7 +590,7 @@ class Compaction:
     async def _apply_background(
         self,
         pending: Pending,
-        plan: _Plan,
+        plan: Plan,
         counted: TokenCount,
         tools: Sequence[dict[str, Any]],
         cfg: ContextConfig,
@@ -676,12 +630,16 @@ class Compaction:
             pinned=plan.pinned,
             pins=plan.split.pins,
         )
-        partial = _Plan(plan.system, plan.earlier_summary, plan.earlier_note, split, plan.reserve)
+        partial = Plan(plan.system, plan.earlier_summary, plan.earlier_note, split, plan.reserve)
         if extra:
             candidate = self.services.state.render(
-                outcome.summary, cfg, self.services.counter, budget=plan.reserve
+                outcome.summary,
+                cfg,
+                self.services.counter,
+                budget=plan.reserve,
+                readers=self.services.settings.over(cfg).readers,
             )
-            after = self.services.count(_context(plan.system, candidate, split), tools)
+            after = self.services.count(in_order(plan.system, candidate, split), tools)
             if after > cfg.trigger_ratio * window:
                 await self._background_event(
                     "stale", pending, reason="more must leave than it covers"

@@ -22,7 +22,7 @@ from pydantic import (
 from .._depth import MAX_DEPTH, TooDeep, load_json
 from ..exceptions import ConfigError
 from ._summary_model import SUMMARY_FIELDS, Summary
-from ._tool_names import ReaderTools
+from ._tool_names import ReaderTools, how_to_search
 
 __all__ = [
     "DEFAULT_COMPRESSION_PROMPT",
@@ -63,6 +63,9 @@ SUMMARY_EXTRA_PLACEHOLDERS: dict[str, str] = {
     "context_path": "the reference (path) of the context.jsonl holding the compressed messages",
     "line_span": "the lines of context.jsonl this summary covers, as `first-last` (1-based)",
     "artifacts": "the artifact trail: a list of offloaded files, newest last, one per line",
+    "how_to_search": "how to search context.jsonl with the reader tools the agent has: "
+    "'search it with Grep', 'search it with retrieve_offloaded_content(reference=..., "
+    "pattern=...)', or 'search it with your file tools' when none is known",
 }
 """Placeholders a summary template may use besides the five `Summary` fields."""
 
@@ -99,9 +102,8 @@ nothing to report.
 DEFAULT_SUMMARY_TEMPLATE = """\
 <context_summary>
 Earlier messages were moved out of the context into {context_path} (lines {line_span}). \
-That file holds one JSON message per line, oldest first: search it with your file tools \
-for a word, a path or an id (grep finds the line), then read the lines around it when you \
-need exact details.
+That file holds one JSON message per line, oldest first: {how_to_search} for a word, a path \
+or an id, then read the lines around the match when you need exact details.
 
 ## Task overview
 {task_overview}
@@ -216,8 +218,10 @@ class ContextConfig(BaseModel):
             use `{task_overview}`, `{current_state}`, `{important_discoveries}`,
             `{next_steps}`, `{context_to_preserve}` (the `Summary` fields),
             `{context_path}` (the file holding the compressed messages), `{line_span}`
-            (their lines there, as `first-last`) and `{artifacts}` (the trail of offloaded
-            files, one per line); write literal braces as `{{` and `}}`.
+            (their lines there, as `first-last`), `{artifacts}` (the trail of offloaded
+            files, one per line) and `{how_to_search}` (how to search that file with the
+            reader tools the agent has, `reader_tools`); write literal braces as `{{` and
+            `}}`.
         summary_schema: the JSON schema the summary model must answer in; by default the
             schema of `Summary`.
         summary_max_retries: extra attempts when the summary model's reply is invalid,
@@ -537,8 +541,12 @@ class ContextConfig(BaseModel):
         return self._template_tokens() + self.preview_budget(window)
 
     def _template_tokens(self) -> int:
-        literal = "".join(text for text, _, _, _ in string.Formatter().parse(self.summary_template))
-        return math.ceil(len(literal) / CHARS_PER_TOKEN)
+        # The template's own text, and the search phrase at its shortest (the agent's reader
+        # tools are not known here; with a path and a tool's call it is longer).
+        parts = list(string.Formatter().parse(self.summary_template))
+        literal = "".join(text for text, _, _, _ in parts)
+        searches = sum(field == "how_to_search" for _, field, _, _ in parts)
+        return math.ceil((len(literal) + searches * len(how_to_search("", None))) / CHARS_PER_TOKEN)
 
     def check_window(self, window: int) -> None:
         """Refuse a window too small for this config: one whose trigger is below what a

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ..workspace import Workspace
     from ._config import ContextConfig
     from ._result import CompressionResult
+    from ._tool_names import ReaderTools
 
 __all__ = ["Projector"]
 
@@ -74,6 +75,9 @@ class Projector:
         model: the model that writes summaries; without one, an extractive summary.
         counter: the token counter (default: the one for the config's model).
         context_window: the model's window in tokens (default: the config's).
+        reader_tools: the tools the host's agent was given to read offloaded content back,
+            named in every notice, placeholder and summary (`ReaderTools.among` of them); they
+            take precedence over `config.reader_tools`.
 
     Raises:
         InvalidSessionId: `session_id` is not a plain name.
@@ -93,6 +97,7 @@ class Projector:
         model: ChatModel | None = None,
         counter: TokenCounter | None = None,
         context_window: int | None = None,
+        reader_tools: ReaderTools | None = None,
     ) -> None:
         self._compressor = Compressor(
             config,
@@ -101,6 +106,7 @@ class Projector:
             session_id=session_id,
             counter=counter or get_token_counter(None),
             context_window=context_window,
+            reader_tools=reader_tools,
         )
         # Whether the counter is settled: given, or picked for the host's model, or used by a
         # projection (a counter changed later would count the whole history again).

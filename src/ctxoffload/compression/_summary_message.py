@@ -27,6 +27,7 @@ from ._index import ArtifactIndex, FoundArtifact
 from ._notes import NOTE_MARK, SUMMARY_NOTE
 from ._summarize import bound_summary, cut_field
 from ._summary_model import Summary
+from ._tool_names import ReaderTools, how_to_search
 
 __all__ = ["Artifact", "SummaryState", "human_size", "stored_since_compaction", "template_tags"]
 
@@ -187,10 +188,14 @@ class SummaryState:
         *,
         budget: int,
         floor: int = 500,
+        readers: ReaderTools | None = None,
     ) -> Msg:
         """The summary message: `cfg.summary_template` filled in, within `budget` tokens (at
-        least `floor`), marked with this state."""
+        least `floor`), marked with this state; how to search the context log said with
+        `readers`, the reader tools the agent has (`how_to_search`)."""
         reference = self.reference or "(not kept: no offloader was configured)"
+        # No tool's call is written for a log that was not kept.
+        search = how_to_search(reference, readers if self.reference else None, compact=True)
         fields = summary.model_dump()
         text = ""
         # Shrink the fields, then the artifact trail, until the rendered summary fits its
@@ -217,6 +222,7 @@ class SummaryState:
                 **shown,
                 context_path=reference,
                 line_span=self.spans_text(),
+                how_to_search=search,
                 artifacts=defuse(self.trail(trail_limit), *tags),
             )
             if counter.count_text(text) <= max(budget, floor):

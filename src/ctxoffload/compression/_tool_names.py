@@ -9,17 +9,22 @@ file tools at all, only a retrieval tool that takes the reference.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["READER_TOOL_NAMES", "ReaderTools", "how_to_read"]
+__all__ = ["READER_TOOL_NAMES", "ReaderTools", "how_to_read", "how_to_search"]
 
-READER_TOOL_NAMES = frozenset({"Read", "Grep", "Glob", "retrieve_offloaded_content"})
-"""ctxoffload's reader tools: what a tool result's name says when no one declared which tools
-read back (`Compressor.reads_back`): a framework's agent whose tools carry these names."""
-
-# ctxoffload's own file tools, whose arguments the notice can spell out exactly.
+# ctxoffload's own reader tools, whose arguments the notice can spell out exactly (the
+# retrieval tool's name is `readback.RETRIEVAL_TOOL_NAME`, which the pillars below this one
+# cannot import: tests/compression/test_notice.py holds the two equal).
 _OWN_READ = "Read"
 _OWN_GREP = "Grep"
+_OWN_RETRIEVE = "retrieve_offloaded_content"
+
+READER_TOOL_NAMES = frozenset({_OWN_READ, _OWN_GREP, "Glob", _OWN_RETRIEVE})
+"""ctxoffload's reader tools: what a tool result's name says when no one declared which tools
+read back (`Compressor.reads_back`): a framework's agent whose tools carry these names."""
 
 
 class ReaderTools(BaseModel):
@@ -49,6 +54,27 @@ class ReaderTools(BaseModel):
     def known(self) -> bool:
         """Whether any reader tool is named."""
         return bool(self.read or self.grep or self.retrieve)
+
+    @classmethod
+    def among(cls, names: Iterable[str] | Mapping[str, str]) -> ReaderTools:
+        """ctxoffload's reader tools among the tools an agent was given, by what each does:
+        `Read` reads, `Grep` searches, `retrieve_offloaded_content` retrieves (none of them:
+        nothing known, and notices say "your file tools").
+
+        Every door names its readers so, from the tools it gives (`Compressor(reader_tools=
+        ReaderTools.among(...))`): what a notice tells the model to call is then a tool it has.
+
+        Args:
+            names: the names of the tools given; or a mapping of each tool's own name to the
+                name it is listed with (the MCP proxy renames a tool the wrapped server's
+                own name takes).
+        """
+        listed = names if isinstance(names, Mapping) else {name: name for name in names}
+        return cls(
+            read=listed.get(_OWN_READ),
+            grep=listed.get(_OWN_GREP),
+            retrieve=listed.get(_OWN_RETRIEVE),
+        )
 
 
 def how_to_read(
@@ -93,6 +119,32 @@ def how_to_read(
     if read is None:
         return f"To search it, use {search}."
     return f"To read the rest, use {read}; to search it, use {search}."
+
+
+def how_to_search(reference: str, readers: ReaderTools | None, *, compact: bool = False) -> str:
+    """The words that tell the model how to search `reference` (a context log, one JSON
+    message per line) with its reader tools: "search it with ...".
+
+    Args:
+        reference: the path (or other reference) of the log.
+        readers: the agent's reader tools; None or empty for the generic wording.
+        compact: the few-word form, where the reference is named right before and what to
+            search for follows (a summary's header): a file tool by its name alone; the
+            retrieval tool still with the reference it takes.
+    """
+    readers = readers or ReaderTools()
+    if readers.grep == _OWN_GREP:
+        if compact:
+            return f"search it with {_OWN_GREP}"
+        return (
+            f"search it with {_OWN_GREP}(pattern='...', path_or_glob={reference!r}) and read the "
+            "lines around a match"
+        )
+    if readers.grep or readers.read:
+        return f"search or read it with your {readers.grep or readers.read} tool"
+    if readers.retrieve:
+        return f"search it with {readers.retrieve}(reference={reference!r}, pattern='...')"
+    return "search it with your file tools"
 
 
 def _compact(next_line: int | None, readers: ReaderTools) -> str:

@@ -57,7 +57,7 @@ from ..model import ChatModel
 from ..workspace import Workspace
 from ._crewai_deferral import Deferral
 from ._model_name import model_name_of
-from ._reading import reading_answer, reading_functions
+from ._reading import read_back, reading_answer
 
 __all__ = ["ContextOffloadHooks"]
 
@@ -170,12 +170,15 @@ class ContextOffloadHooks:
         self._latest: str | None = None  # the session of the run begun last (the memory tool)
         self._registered = False
         self._said_deferred = False
-        self.tools = [
-            _as_tool(function, self)
-            for function in reading_functions(
-                workspace, max_output_chars, memory=memory, session_id=self.session_id
-            )
-        ]
+        reading = read_back(
+            workspace,
+            max_output_chars,
+            config=self.config,
+            memory=memory,
+            session_id=self.session_id,
+        )
+        self.tools = [_as_tool(function, self) for function in reading.functions]
+        self._readers = reading.readers  # what every notice names: these tools
 
     # -- registration -------------------------------------------------------------------------
 
@@ -472,6 +475,7 @@ class _Run:
                     config=hooks.config,
                     model=hooks.summary_model,
                     context_window=hooks.config.context_window or _DEFAULT_WINDOW,
+                    reader_tools=hooks._readers,
                 )
                 known = self._conversations[id(agent)] = (agent, _Conversation(projector))
             return known[1]

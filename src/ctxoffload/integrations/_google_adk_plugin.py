@@ -37,7 +37,7 @@ from ..workspace import Workspace, writing_as
 from ._google_adk_messages import INSTALL_HINT, GenaiHistory, response_key, response_text
 from ._message_ids import message_id
 from ._model_name import model_name_of
-from ._reading import reading_functions
+from ._reading import read_back
 
 __all__ = ["ContextOffloadPlugin"]
 
@@ -115,10 +115,9 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         self.config = checked_config(config)
         self.summary_model = checked_summary_model(summary_model)
         checked_positive(max_output_chars, "max_output_chars")
-        self.tools = [
-            _ReadingTool(function, self)
-            for function in reading_functions(workspace, max_output_chars, memory=memory)
-        ]
+        reading = read_back(workspace, max_output_chars, config=self.config, memory=memory)
+        self.tools = [_ReadingTool(function, self) for function in reading.functions]
+        self._readers = reading.readers  # what every notice names: these tools
         self._runs = HostRuns(workspace, _DOOR)
         self._left_out = LeftOut(_DOOR)  # (its tools in a run whose runner has not the plugin)
         # Per ADK session: its projector and history (`Kept`: the projector released when a
@@ -254,7 +253,11 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         def make() -> _Session:
             name = conversation_session(given)
             projector = Projector(
-                self.workspace, name, config=self.config, model=self.summary_model
+                self.workspace,
+                name,
+                config=self.config,
+                model=self.summary_model,
+                reader_tools=self._readers,
             )
             return _Session(name, projector)
 

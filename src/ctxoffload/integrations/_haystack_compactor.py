@@ -23,6 +23,7 @@ from ..workspace import writing_as
 from ._call_arguments import cut_arguments
 from ._haystack_messages import CallIds, read_message, result_parts
 from ._haystack_store import INSTALL_HINT, WorkspaceResultStore
+from ._reading import readers_for
 
 __all__ = ["WorkspaceCompactor"]
 
@@ -88,6 +89,7 @@ class WorkspaceCompactor:
             offloader=store.workspace,
             session_id=store.session_id,
             context_window=self.config.context_window or _NO_WINDOW,
+            reader_tools=readers_for(store.workspace, self.config),  # the store's tools
         )
         # Per ChatMessage of the conversation (by `id`, holding it): the `Msg` it was read
         # as; what left the conversation is forgotten at each compaction.

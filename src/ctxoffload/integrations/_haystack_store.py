@@ -26,7 +26,7 @@ from ..exceptions import ConfigError, InvalidReference
 from ..messages import Msg
 from ..text import message_text
 from ..workspace import LocalWorkspace, Workspace, writing_as
-from ._reading import reading_functions
+from ._reading import read_back
 
 __all__ = ["INSTALL_HINT", "WorkspaceResultStore"]
 
@@ -142,10 +142,8 @@ class WorkspaceResultStore:
     def tools(self) -> list[Any]:
         """The read-back tools, as Haystack tools (`Tool`) (`Agent(tools=[..., *store.tools])`)."""
         if self._tools is None:
-            functions = reading_functions(
-                self.workspace, self.max_output_chars, session_id=self.session_id
-            )
-            self._tools = [_as_tool(function, self) for function in functions]
+            reading = read_back(self.workspace, self.max_output_chars, session_id=self.session_id)
+            self._tools = [_as_tool(function, self) for function in reading.functions]
         return self._tools
 
     def to_dict(self) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from ._langchain_messages import (
     with_content_of,
 )
 from ._model_name import model_name_of
-from ._reading import reading_functions
+from ._reading import read_back
 
 __all__ = ["ContextOffloadMiddleware"]
 
@@ -158,12 +158,15 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         self.session_id = given_session(session_id)
         checked_positive(max_output_chars, "max_output_chars")
         self.full_state = full_state
-        self.tools = [
-            _as_tool(function)
-            for function in reading_functions(
-                workspace, max_output_chars, memory=memory, session_id=self.session_id
-            )
-        ]
+        reading = read_back(
+            workspace,
+            max_output_chars,
+            config=self.config,
+            memory=memory,
+            session_id=self.session_id,
+        )
+        self.tools = [_as_tool(function) for function in reading.functions]
+        self._readers = reading.readers  # what every notice names: these tools
         # A LangGraph run may stop without `after_agent` (it raised, or stopped at an
         # interrupt) and go on from its checkpoint later, in another process: its lease is
         # given up once it is idle and taken again at its next call (`HostRuns.calling`).
@@ -438,6 +441,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
                     config=self.config,
                     model=self._summary_model,
                     context_window=window,
+                    reader_tools=self._readers,
                 )
 
             projector, forgotten = self._projectors.get_or_make(

@@ -39,7 +39,7 @@ from ..tokens import TokenCounter
 from ..workspace import Workspace, writing_as
 from ._call_arguments import cut_arguments, openai_call_with
 from ._llama_index_messages import INSTALL_HINT, message_text, read_message, to_llama_index
-from ._reading import reading_functions
+from ._reading import read_back
 
 __all__ = ["OffloadingMemory"]
 
@@ -159,21 +159,20 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         self._workspace = checked
         self._config = context
         self._session = conversation_session(self.session_id)
+        reading = read_back(
+            checked, max_output_chars, config=context, memory=memory, session_id=self._session
+        )
         self._projector = Projector(
             checked,
             self._session,
             config=context,
             model=checked_summary_model(summary_model),
             context_window=context.context_window or self.token_limit,
+            reader_tools=reading.readers,
         )
         self._runs = HostRuns(checked, _DOOR)
         self._writer = uuid.uuid4().hex
-        self._tools = [
-            _as_function_tool(function)
-            for function in reading_functions(
-                checked, max_output_chars, memory=memory, session_id=self._session
-            )
-        ]
+        self._tools = [_as_function_tool(function) for function in reading.functions]
         # The schemas of the tools this memory gave the agent: every step sends them, so they
         # count against the window.
         self._schemas = [tool.metadata.to_openai_tool() for tool in self._tools]

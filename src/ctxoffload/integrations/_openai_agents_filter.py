@@ -35,7 +35,7 @@ from ..model import ChatModel
 from ..workspace import Workspace
 from ._model_name import model_name_of
 from ._openai_agents_items import as_history, projected_items, tool_schemas
-from ._reading import reading_functions
+from ._reading import read_back, readers_for
 
 __all__ = ["DOOR", "INSTALL_HINT", "OffloadingInputFilter", "sdk_run"]
 
@@ -98,6 +98,7 @@ class OffloadingInputFilter:
         self.max_output_chars = checked_positive(max_output_chars, "max_output_chars")
         self.memory = memory
         self.summary_model = checked_summary_model(summary_model)
+        self._readers = readers_for(self.workspace, self.config)  # what every notice names: `tools`
         self.session_id: str | None = None
         self._conversation: object = None  # the host's id of the named conversation
         self._runs = HostRuns(self.workspace, DOOR)
@@ -127,7 +128,13 @@ class OffloadingInputFilter:
         self._projector, _ = self._named.get_or_make(session, lambda: self._new_projector(session))
 
     def _new_projector(self, session: str) -> Projector:
-        return Projector(self.workspace, session, config=self.config, model=self.summary_model)
+        return Projector(
+            self.workspace,
+            session,
+            config=self.config,
+            model=self.summary_model,
+            reader_tools=self._readers,
+        )
 
     async def __call__(self, data: Any) -> Any:
         """The `ModelInputData` to send for `data` (a `CallModelData`): its input items
@@ -295,13 +302,13 @@ class OffloadingInputFilter:
                 function_tool: Any = importlib.import_module("agents").function_tool
             except ImportError as exc:
                 raise ConfigError(INSTALL_HINT) from exc
-            functions = reading_functions(
+            reading = read_back(
                 self.workspace,
                 self.max_output_chars,
                 memory=self.memory,
                 session_id=self.session_id,
             )
-            self._tools = [self._told(function_tool(function)) for function in functions]
+            self._tools = [self._told(function_tool(function)) for function in reading.functions]
         return self._tools
 
     def _told(self, tool: Any) -> Any:

@@ -36,6 +36,7 @@ from ._openai_agents_items import (
     output_call,
     projected_items,
 )
+from ._reading import readers_for
 
 __all__ = ["WorkspaceSession"]
 
@@ -128,6 +129,8 @@ class WorkspaceSession:
             offloader=workspace,
             session_id=self.session_id,
             counter=get_token_counter(None),
+            # The tools its filter gives (`input_filter().tools`), which its notices name.
+            reader_tools=readers_for(workspace, self.config),
         )
         # How a big output is cut: as this session's compressor cuts it, or as the input
         # filter bound to it (`input_filter`) cuts what it sends, so both keep the same text

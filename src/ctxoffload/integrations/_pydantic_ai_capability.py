@@ -42,7 +42,7 @@ from ._pydantic_ai_messages import (
     to_pydantic_ai,
     tool_return_text,
 )
-from ._reading import reading_functions
+from ._reading import read_back
 
 __all__ = ["ContextOffload"]
 
@@ -130,7 +130,10 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         self.max_output_chars = checked_positive(max_output_chars, "max_output_chars")
         # The run's conversation id as pydantic-ai gave it (recorded in the `door` event).
         self._conversation: object = None
-        self.get_toolset()  # its tools' caps are checked now, not at the first run
+        # Its tools' caps are checked now, not at the first run; every notice names them.
+        self._readers = read_back(
+            workspace, self.max_output_chars, config=self.config, memory=memory
+        ).readers
         self._projector: Projector | None = None
         # The request step's history (`Msg`s and pydantic-ai messages), and whether its
         # last attempt was refused as over the window.
@@ -155,9 +158,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         # run resumed in a new process does, from its record, when it is back.
         run._projector, _ = self._projectors.get_or_make(
             session,
-            lambda: Projector(
-                self.workspace, session, config=self.config, model=self.summary_model
-            ),
+            lambda: self._new_projector(session),
         )
         return run
 
@@ -193,14 +194,15 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         return self.session_id
 
     def get_toolset(self) -> Any:
-        """Read, Grep, Glob and the retrieval tool, as a pydantic-ai toolset."""
-        functions = reading_functions(
+        """Read, Grep and Glob (a workspace on a folder) or the retrieval tool (one with
+        none), as a pydantic-ai toolset: the tools every notice names."""
+        reading = read_back(
             self.workspace,
             self.max_output_chars,
             memory=self.memory,
             session_id=self.session_id,
         )
-        return _FunctionToolset(tools=functions)
+        return _FunctionToolset(tools=reading.functions)
 
     async def after_tool_execute(
         self, ctx: Any, *, call: Any, tool_def: Any, args: Any, result: Any
@@ -271,11 +273,17 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
 
     def _run_projector(self) -> Projector:
         if self._projector is None:  # a hook called outside a run (no `for_run`)
-            session = self._default_session()
-            self._projector = Projector(
-                self.workspace, session, config=self.config, model=self.summary_model
-            )
+            self._projector = self._new_projector(self._default_session())
         return self._projector
+
+    def _new_projector(self, session: str) -> Projector:
+        return Projector(
+            self.workspace,
+            session,
+            config=self.config,
+            model=self.summary_model,
+            reader_tools=self._readers,
+        )
 
 
 _DOOR = DOORS["pydantic-ai"]

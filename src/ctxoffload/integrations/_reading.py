@@ -1,17 +1,79 @@
 """The read-back tools every host integration gives its agent, as plain async functions each
-host wraps in its own tool type."""
+host wraps in its own tool type, and how the notices name them.
+
+`read_back` is the one home of both: the functions a door gives and the `ReaderTools` its
+compressor or projector is told, taken from those very functions, so what a notice, a
+placeholder or a summary tells the model to call is always a tool it was given (a door on a
+bucket once gave `retrieve_offloaded_content` and said "use your file tools on memory://...").
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
+from ..compression import ContextConfig, ReaderTools
 from ..messages import Msg
 from ..readback import HasWorkdir, memory_tool, retrieval_tool, workspace_tools
 from ..text import message_text
 from ..workspace import LocalWorkspace, ReferenceReader, Workspace, writing_as
 
-__all__ = ["reading_answer", "reading_functions"]
+__all__ = ["ReadBack", "read_back", "readers_for", "reading_answer", "reading_functions"]
+
+
+class ReadBack(NamedTuple):
+    """The read-back tools a door gives its agent, and the tools its notices name.
+
+    Attributes:
+        functions: the tools, as plain async functions (`reading_functions`).
+        readers: what a compressor names in notices, placeholders and summaries
+            (`Compressor(reader_tools=...)`, `Projector(reader_tools=...)`): these tools, or
+            the user's own where the door's config names them (`ContextConfig.reader_tools`).
+    """
+
+    functions: list[Callable[..., Awaitable[Any]]]
+    readers: ReaderTools
+
+
+def read_back(
+    workspace: Workspace,
+    max_output_chars: int,
+    *,
+    config: ContextConfig | None = None,
+    memory: bool = False,
+    session_id: str | None = None,
+) -> ReadBack:
+    """The read-back tools for `workspace` (see `reading_functions`) and the `ReaderTools`
+    that name them: what a door gives its agent, and what it tells its compressor the agent
+    was given.
+
+    Args:
+        workspace: the workspace the tools read (and the memory tool writes in).
+        max_output_chars: the longest answer of each tool.
+        config: the door's config: reader tools it names (`ContextConfig.reader_tools`) are
+            the user's own, given to the agent on purpose, and notices keep naming them.
+        memory: add the memory tool (`memory_tool`); it needs a `LocalWorkspace`.
+        session_id: the session the memory tool records a change in when the host
+            declares none with `writing_as` (the host's session).
+
+    Raises:
+        ConfigError: `memory` on a workspace that is not a `LocalWorkspace`.
+    """
+    functions = reading_functions(workspace, max_output_chars, memory=memory, session_id=session_id)
+    own = config.reader_tools if config is not None else None
+    given = ReaderTools.among(f.__name__ for f in functions)
+    return ReadBack(functions, own if own is not None and own.known else given)
+
+
+def readers_for(workspace: Workspace, config: ContextConfig | None = None) -> ReaderTools:
+    """`read_back(workspace, ..., config=config).readers`: for a door that tells its
+    compressor which tools read back before (or without) building them (the memory tool,
+    which reads nothing, and the answers' cap change nothing here)."""
+    return read_back(workspace, _ANY_CAP, config=config).readers
+
+
+_ANY_CAP = 20_000
+"""The answers' cap of the tools `readers_for` builds only to name them."""
 
 
 def reading_functions(

@@ -61,7 +61,7 @@ from ..model import ChatModel
 from ..tokens import get_token_counter
 from ..workspace import EventLog, SessionLease, Workspace, writing_as
 from ._model_name import model_name_of
-from ._reading import reading_answer, reading_functions
+from ._reading import read_back, reading_answer
 from ._smolagents_steps import (
     MEMORY,
     MODELS,
@@ -169,12 +169,15 @@ class OffloadingStepCallbacks(dict[Any, list[Callable[..., None]]]):
         # tell their agent, work in the session of the run their thread runs
         # (`_tool_session`).
         self._threads: dict[int, list[_Conversation]] = {}
-        self.tools = [
-            _as_tool(function, self)
-            for function in reading_functions(
-                workspace, max_output_chars, memory=memory, session_id=self.session_id
-            )
-        ]
+        reading = read_back(
+            workspace,
+            max_output_chars,
+            config=self.config,
+            memory=memory,
+            session_id=self.session_id,
+        )
+        self.tools = [_as_tool(function, self) for function in reading.functions]
+        self._readers = reading.readers  # what every notice names: these tools
         super().__init__(
             {
                 _ActionStep: [self.on_action_step],
@@ -389,6 +392,7 @@ class _Conversation:
             session_id=session,
             counter=get_token_counter(model_name_of(getattr(agent, "model", None))),
             context_window=owner.config.context_window or _DEFAULT_WINDOW,
+            reader_tools=owner._readers,
         )
         self.run: PipelineRun = owner._pipeline().bind(compressor)
         self.calls = ModelCalls(compressor.event, prepare=InlinePayloads(workspace).moved_out)

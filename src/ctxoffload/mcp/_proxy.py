@@ -240,8 +240,12 @@ class _Connection:
         }
 
     def _projector(self) -> Projector:
-        config = self.proxy.config.model_copy(update={"reader_tools": self.reading.readers})
-        return Projector(self.proxy.workspace, self.session_id, config=config)
+        return Projector(
+            self.proxy.workspace,
+            self.session_id,
+            config=self.proxy.config,
+            reader_tools=self.reading.readers,
+        )
 
     async def start(self) -> None:
         """Read the wrapped server's tool names (to name the read-back tools around them) and

@@ -18,7 +18,6 @@ from ..agent import Tool, as_tool
 from ..compression import ReaderTools
 from ..integrations import reading_functions
 from ..messages import ToolCallBlock, ToolResultBlock
-from ..readback import RETRIEVAL_TOOL_NAME
 from ..workspace import Workspace
 
 __all__ = ["PREFIX", "ReadingTools"]
@@ -90,11 +89,7 @@ class ReadingTools:
     @property
     def readers(self) -> ReaderTools:
         """The tools as truncation notices name them."""
-        return ReaderTools(
-            read=self._listed.get("Read"),
-            grep=self._listed.get("Grep"),
-            retrieve=self._listed.get(RETRIEVAL_TOOL_NAME),
-        )
+        return ReaderTools.among(self._listed)
 
     def listing(self, types: Any) -> list[Any]:
         """The tools as MCP `Tool`s (closed-world; read-only but the memory tool)."""

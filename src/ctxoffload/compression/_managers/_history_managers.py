@@ -9,7 +9,7 @@ from ..._disk.wording import spans_text
 from ...messages import Msg, ToolResultBlock
 from .._notes import NOTE_MARK, WINDOW_NOTE, is_summary_message, is_window_note
 from .._split import SplitByCount, SplitByTokens, SplitStrategy, is_user_request, turns
-from .._tool_names import ReaderTools
+from .._tool_names import ReaderTools, how_to_search
 from ._activation import Activation, SettingError, check_int, check_ratio
 
 if TYPE_CHECKING:
@@ -32,21 +32,6 @@ def _split_context(messages: list[Msg]) -> tuple[Msg | None, Msg | None, Msg | N
     return system, summary, note, convo
 
 
-def _search_phrase(reference: str, readers: ReaderTools | None) -> str:
-    readers = readers or ReaderTools()
-    if readers.grep == "Grep":
-        return (
-            f"search it with Grep(pattern='...', path_or_glob={reference!r}) and read the "
-            "lines around a match"
-        )
-    if readers.grep or readers.read:
-        tool = readers.grep or readers.read
-        return f"search or read it with your {tool} tool"
-    if readers.retrieve:
-        return f"search it with {readers.retrieve}(reference={reference!r}, pattern='...')"
-    return "search it with your file tools"
-
-
 def _window_note(
     total: int, reference: str | None, spans: list[tuple[int, int]], readers: ReaderTools | None
 ) -> Msg:
@@ -56,7 +41,7 @@ def _window_note(
         where = f" (lines {spans_text(spans)})" if spans else ""
         text = (
             f"[{total} earlier messages were moved out of the context into {reference}"
-            f"{where}, one JSON message per line; {_search_phrase(reference, readers)}.]"
+            f"{where}, one JSON message per line; {how_to_search(reference, readers)}.]"
         )
     else:
         text = (
