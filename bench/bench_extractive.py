@@ -172,7 +172,8 @@ async def measure_run(name: str, messages: list[Msg], window: int) -> dict[str, 
                     # request always does): the overview need not repeat it.
                     pinned = any(task in fold(m.text) for m in step.messages if m is not note)
                     counts["pinned"] += pinned
-                    counts["task"] += pinned or task in fold(fields["task_overview"])
+                    has_task = pinned or task in fold(fields["task_overview"])
+                    counts["task"] += has_task
                     counts["task_shown"] += pinned or task in shown
                     lines = error_lines(left)
                     counts["errors"] += len(lines)
@@ -189,7 +190,8 @@ async def measure_run(name: str, messages: list[Msg], window: int) -> dict[str, 
                     counts["none"] += len(empty)
                     if VERBOSE:
                         missed = sorted(line for line in lines if line not in whole)
-                        said = f"pinned {pinned} none {empty}; missed {missed}"
+                        said = f"task {has_task} none {empty}; missed {missed}"
+                        said += "" if has_task else f" overview {fields['task_overview']!r}"
                         print(f"{name} {window}: {said}", file=sys.stderr)
                 context = step.messages
             context.append(await compressor.process_message(msg))

@@ -45,7 +45,8 @@ however many compressions came before."""
 EXTRACTED_NOTE = (
     "(Extracted without a summary model: the exact messages are in the context log named above.)"
 )
-"""How an extractive summary's next steps end: the mark by which the next one knows it."""
+"""How an extractive summary's next steps begin: the mark by which the next one knows it
+(at the start, which no cut to the summary budget reaches)."""
 # What extractive summaries said instead before they named a plan (sessions written then).
 _EARLIER_NEXT_STEPS = (
     "Continue with the latest request. This summary was extracted without a summary "
@@ -63,6 +64,10 @@ work stands; the message is whole in the context log the summary names."""
 _ITEM_CHARS = 200
 _ERRORS, _RESULTS, _FINDINGS, _COMMANDS, _FILES = 12, 4, 3, 6, 12
 _LINES_PER_OUTPUT = 6
+_READ_BACK = 400
+"""The most messages read back (newest first) for the errors, results, edited files and
+commands of what left: a history of thousands of messages folded in at once (a resumed
+session) costs no more than this, and what is older is in the context log and its index."""
 
 _LIST_ITEM = re.compile(r"^- (.+)$", re.MULTILINE)
 _TOOLS_LINE = re.compile(r"^Tools used: (.*)$", re.MULTILINE)
@@ -143,7 +148,9 @@ def extractive_summary(
         previous.model_dump() if previous is not None else dict.fromkeys(Summary.model_fields, "")
     )
     steps = before["next_steps"]
-    ours = previous is not None and (steps.endswith(EXTRACTED_NOTE) or steps == _EARLIER_NEXT_STEPS)
+    ours = previous is not None and (
+        steps.startswith(EXTRACTED_NOTE) or steps == _EARLIER_NEXT_STEPS
+    )
     theirs = previous is not None and not ours
     history = _History(messages, lines)
 
@@ -156,9 +163,9 @@ def extractive_summary(
     )
     plan = _plan(history)
     if plan is None:
-        earlier = steps.removesuffix(EXTRACTED_NOTE).strip() if ours else ""
+        earlier = steps.removeprefix(EXTRACTED_NOTE).strip() if ours else ""
         plan = earlier if earlier and steps != _EARLIER_NEXT_STEPS else None
-    return Summary(
+    summary = Summary(
         task_overview=field_text(_overview(history, before, ours), "task_overview")
         or "No request in the compressed messages (the request stays in the context).",
         current_state=_fit([state]),
@@ -166,12 +173,15 @@ def extractive_summary(
             _discoveries(history, before, ours), "important_discoveries"
         )
         or "No error, failure or result in the compressed messages.",
-        next_steps=_fit([plan or "Continue with the latest request.", EXTRACTED_NOTE]),
+        next_steps=_fit([EXTRACTED_NOTE, plan or "Continue with the latest request."]),
         context_to_preserve=field_text(
             _preserved(history, artifacts, before, ours), "context_to_preserve"
         )
         or "No file edited or offloaded in the compressed messages.",
     )
+    # What the fields quote may hold a NUL or a lone surrogate (a tool's bytes, read
+    # leniently): neither is written to a summary, which goes to disk and to a model.
+    return summary.model_copy(update={k: clean(v) for k, v in summary.model_dump().items()})
 
 
 class _History:
@@ -286,7 +296,8 @@ def _listed(title: str, items: Sequence[str]) -> list[str]:
 def _quote_request(text: str) -> str:
     """A request quoted: `_REQUEST_CHARS` characters, or as many as end its first sentence."""
     end = _FIRST_SENTENCE.search(text, 0, _SENTENCE_CHARS)
-    limit = max(_REQUEST_CHARS, end.end() if end is not None else _REQUEST_CHARS)
+    # The sentence, its next character and the `…` a cut adds.
+    limit = max(_REQUEST_CHARS, end.end() + 2 if end is not None else _REQUEST_CHARS)
     return _one_line(text, limit)
 
 
@@ -377,6 +388,7 @@ def _discoveries(history: _History, before: dict[str, str], ours: bool) -> list[
     the tools used (all merged with an earlier extractive summary's, `ours`)."""
     errors: list[str] = []
     said: set[str] = set()
+    read = 0  # the messages read for their outputs
     results: list[str] = []
     findings: list[str] = []
     tools: Counter[str] = Counter()
@@ -390,7 +402,8 @@ def _discoveries(history: _History, before: dict[str, str], ours: bool) -> list[
                     -1:
                 ]
             continue
-        if len(errors) >= _ERRORS and len(results) >= _RESULTS:
+        read += 1
+        if read > _READ_BACK or (len(errors) >= _ERRORS and len(results) >= _RESULTS):
             continue  # enough read: the older outputs only count their tools
         for seen in observations_of(history.messages, index):
             failed, passed = seen.lines()
@@ -503,7 +516,9 @@ def _preserved(
     files: list[str] = []
     worked: list[str] = []
     looked: list[str] = []  # reads and searches that worked: listed after the others
-    for index, msg in history.newest("assistant"):
+    for read, (index, msg) in enumerate(history.newest("assistant")):
+        if read == _READ_BACK or (len(files) >= _FILES and len(worked) >= _COMMANDS):
+            break
         commands = history.commands(index)
         for call in reversed(msg.tool_calls):
             files += reversed(_edited(call))
