@@ -64,6 +64,7 @@ work stands; the message is whole in the context log the summary names."""
 _ITEM_CHARS = 200
 _ERRORS, _RESULTS, _FINDINGS, _COMMANDS, _FILES = 12, 4, 3, 6, 12
 _LINES_PER_OUTPUT = 6
+_NO_OUTPUT = "no output"
 _READ_BACK = 400
 """The most messages read back (newest first) for the errors, results, edited files and
 commands of what left: a history of thousands of messages folded in at once (a resumed
@@ -77,6 +78,11 @@ _FIRST_SENTENCE = re.compile(r"[.!?](?=\s|$)")
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _SPACES = re.compile(r"\s+")
 _NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*])\s+(.{3,})$", re.MULTILINE)
+# What says a list is a plan, in the lines just before its first item.
+_PLAN_WORDS = re.compile(
+    r"\b(?:[Pp]lan|[Nn]ext|[Ss]teps?|will|[Tt]o ?do|going to|[Ll]et(?: me|['’]s))\b"
+)
+_BLANKS = re.compile(r"\n\s*\n\s*")
 _PLAN_SENTENCE = re.compile(
     r"(?:^|(?<=[.!?:]\s))(?:Next,?\s+I(?:['’]ll| will)|Now,?\s+I(?:['’]ll| will| need to)"
     r"|I(?:['’]ll| will| need to| should)|Let(?: me|['’]s)|Then,?\s+I)\b[^.!?\n]*[.!?]?",
@@ -325,9 +331,14 @@ def _overview(history: _History, before: dict[str, str], ours: bool) -> list[str
     if latest is None and ours:
         latest = _line_after(before["task_overview"], "Latest request")
     overview = [f"First request: {first}"] if first else []
-    if latest and _WHERE.sub("", latest) != _WHERE.sub("", first or "")[: len(latest)]:
+    if latest and _opening(latest) != _opening(first or ""):
         overview.append(f"Latest request: {latest}")
     return ["\n".join(overview)] if overview else []
+
+
+def _opening(quoted: str) -> str:
+    """How a quoted request is told apart from another however each was cut: its opening."""
+    return _WHERE.sub("", quoted).removesuffix("…")[: _LATEST_CHARS - 2]
 
 
 # -- current_state -------------------------------------------------------------------------
@@ -335,8 +346,8 @@ def _overview(history: _History, before: dict[str, str], ours: bool) -> list[str
 
 def _intent(text: str) -> str:
     """What an assistant message says it is doing: its words without its code blocks."""
-    words = _FENCED.sub(" ", scanned(text)).strip().removeprefix("THOUGHT:").strip()
-    return _one_line_keep(clean(words or text), _STATE_CHARS)
+    words = _FENCED.sub("", scanned(text)).strip().removeprefix("THOUGHT:").strip()
+    return _one_line_keep(_BLANKS.sub("\n\n", clean(words or text)), _STATE_CHARS)
 
 
 def _verdict(found: list[Observation]) -> str:
@@ -363,7 +374,7 @@ def _last_line(text: str) -> str:
     for line in reversed(text.strip().splitlines()[-20:]):
         if line.strip() and not line.strip().startswith("<"):
             return _one_line(line, _ITEM_CHARS)
-    return "no output"
+    return _NO_OUTPUT
 
 
 def _state(history: _History) -> str | None:
@@ -398,9 +409,8 @@ def _discoveries(history: _History, before: dict[str, str], ours: bool) -> list[
         if msg.role == "assistant":
             if len(findings) < _FINDINGS and msg.text:
                 text = _FENCED.sub(" ", scanned(msg.text))
-                findings += [_one_line(f.group(0), _ITEM_CHARS) for f in _FINDING.finditer(text)][
-                    -1:
-                ]
+                said_here = [f.group(0).removeprefix("THOUGHT:") for f in _FINDING.finditer(text)]
+                findings += [_one_line(f, _ITEM_CHARS) for f in said_here[-1:]]
             continue
         read += 1
         if read > _READ_BACK or (len(errors) >= _ERRORS and len(results) >= _RESULTS):
@@ -408,7 +418,7 @@ def _discoveries(history: _History, before: dict[str, str], ours: bool) -> list[
         for seen in observations_of(history.messages, index):
             failed, passed = seen.lines()
             where = history.where(msg, seen.file)
-            if not failed and seen.failed and seen.text.strip():
+            if not failed and seen.failed and _last_line(seen.text) != _NO_OUTPUT:
                 failed = [_last_line(seen.text)]
             # One item an output, its lines in their order: where it is is said once.
             failed = [line for line in failed if line not in said]
@@ -448,9 +458,11 @@ def _plan(history: _History) -> str | None:
         if not msg.text.strip():
             continue
         text = _FENCED.sub(" ", scanned(msg.text))
-        items = _NUMBERED.findall(text)
-        if len(items) >= 2:
-            return "\n".join(f"- {_one_line(item, _ITEM_CHARS)}" for item in items[-_COMMANDS:])
+        items = list(_NUMBERED.finditer(text))
+        lead = text[max(0, items[0].start() - 200) : items[0].start()] if items else ""
+        if len(items) >= 2 and _PLAN_WORDS.search(lead):
+            steps = [_one_line(item.group(1), _ITEM_CHARS) for item in items[-_COMMANDS:]]
+            return "\n".join(f"- {step}" for step in steps)
         sentences = [_one_line(s.group(0), _ITEM_CHARS) for s in _PLAN_SENTENCE.finditer(text)]
         if sentences:
             return " ".join(sentences[-2:])
