@@ -191,6 +191,14 @@ def test_the_task_skips_a_hosts_preambles() -> None:
         assert "Caveat" not in overview and "environment_context" not in overview
 
 
+def test_a_hosts_reminder_beside_the_words_typed_is_left_out() -> None:
+    reminder = "<system-reminder>\nThe user opened app.py.\n</system-reminder>\n"
+    overview = extractive_summary([Msg(role="user", content=reminder + TASK)]).task_overview
+    assert overview.startswith(f"First request: {TASK}")
+    only = extractive_summary([Msg(role="user", content=reminder)]).task_overview
+    assert only.startswith("No request")
+
+
 def test_a_later_request_is_named_as_the_latest() -> None:
     overview = extractive_summary(tool_messages()).task_overview
     assert overview.startswith(f"First request: {TASK}")

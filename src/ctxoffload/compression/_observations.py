@@ -47,7 +47,7 @@ _NOT_A_REQUEST = re.compile(
       | OBSERVATION:|Observation:|Tool\s+(?:output|result):|\[Tool\s+result
       | <tool_result|<tool_response>|<function_results>|<function_result>
       | <local-command-std(?:out|err)>|<bash-std(?:out|err)>|<bash-input>
-      | <environment_context>|<user_instructions>|<system-reminder>
+      | <environment_context>|<user_instructions>
       | Caveat:\s+The\s+messages\s+below\s+were\s+generated
       | \[Request\s+interrupted
       | Your\s+command\s+ran\s+successfully
@@ -156,6 +156,7 @@ def request_text(msg: Msg) -> str | None:
         found = _SAVED_IN.search(text, cut)
         saved = (found.group(1) or found.group(2)) if found else None
         text = text[:cut]
+    text = _without_reminders(text)
     name = _COMMAND_NAME.search(text[:400])
     if name is not None:
         arguments = _COMMAND_ARGS.search(text)
@@ -168,6 +169,24 @@ def request_text(msg: Msg) -> str | None:
     if not text:
         return None
     return f"{text} (the whole request is in {saved})" if saved else text
+
+
+_REMINDER_OPEN, _REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
+
+
+def _without_reminders(text: str) -> str:
+    """`text` without the `<system-reminder>` blocks a host adds to a user's message (Claude
+    Code puts them beside the words typed); an unclosed one is left as it is."""
+    parts = []
+    at = 0
+    while (start := text.find(_REMINDER_OPEN, at)) >= 0:
+        end = text.find(_REMINDER_CLOSE, start)
+        if end < 0:
+            break
+        parts.append(text[at:start])
+        at = end + len(_REMINDER_CLOSE)
+    parts.append(text[at:])
+    return "".join(parts)
 
 
 @dataclass
