@@ -281,9 +281,9 @@ def report(rows: list[dict[str, Any]], earlier: list[dict[str, Any]] | None) -> 
         named = t["named"] / t["errors"] if t["errors"] else 0
         shown = t["named_shown"] / t["errors"] if t["errors"] else 0
         return (
-            f"task in overview {t['task']}/{t['compactions']} ({task:.0%}; shown in the "
-            f"context {t['task_shown']}), errors named {t['named']}/{t['errors']} ({named:.0%}; "
-            f"shown {shown:.0%}), fields 'none' while something left for them: {t['none']}"
+            f"task in overview {t['task']}/{t['compactions']} ({task:.0%}; {t.get('pinned', 0)} "
+            f"with it still in the context; shown in the context {t['task_shown']}), "
+            f"errors named {t['named']}/{t['errors']} ({named:.0%}; shown {shown:.0%}), fields 'none' while something left for them: {t['none']}"
         )
 
     print(f"\ntotal: {summary(total)}")
