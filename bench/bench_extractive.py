@@ -283,7 +283,8 @@ def report(rows: list[dict[str, Any]], earlier: list[dict[str, Any]] | None) -> 
         return (
             f"task in overview {t['task']}/{t['compactions']} ({task:.0%}; {t.get('pinned', 0)} "
             f"with it still in the context; shown in the context {t['task_shown']}), "
-            f"errors named {t['named']}/{t['errors']} ({named:.0%}; shown {shown:.0%}), fields 'none' while something left for them: {t['none']}"
+            f"errors named {t['named']}/{t['errors']} ({named:.0%}; shown {shown:.0%}), "
+            f"fields 'none' while something left for them: {t['none']}"
         )
 
     print(f"\ntotal: {summary(total)}")
