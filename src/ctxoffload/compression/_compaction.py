@@ -310,7 +310,12 @@ class Compaction:
         only ever holds the latest.
         """
         outcome, request = await self._summary_of(
-            plan.older, cfg, window, model, deadline=deadline - INDEX_SHARE * cfg.summary_timeout
+            plan.older,
+            cfg,
+            window,
+            model,
+            deadline=deadline - INDEX_SHARE * cfg.summary_timeout,
+            lines=persisted.found_at,
         )
         await self._record_summary(outcome, request, persisted)
         return outcome
@@ -323,6 +328,7 @@ class Compaction:
         model: ChatModel | None,
         *,
         deadline: float | None = None,
+        lines: Mapping[str, int] | None = None,
     ) -> tuple[SummaryOutcome, str]:
         """The summary of `older` with the current one folded in, and how it was asked
         (`cached_prefix` or `new`): the agent's previous request as prefix when the summary
@@ -330,7 +336,8 @@ class Compaction:
 
         Both requests share one `summary_timeout` (until `deadline` on `time.monotonic()`'s
         clock when given): the usual request has what the cache-shaped one left of it (a
-        model that hangs costs the timeout once, not twice).
+        model that hangs costs the timeout once, not twice). `lines` (where each message is
+        in the context log) lets an extractive summary say where what it names is.
         """
         last = self._last_request
         started = time.monotonic()
@@ -357,6 +364,7 @@ class Compaction:
             window=window,
             known_tokens=self.services.tracker.known,
             timeout=timeout,
+            lines=lines,
         )
         return outcome, "new"
 
@@ -568,7 +576,7 @@ class Compaction:
             return False
         lines = persisted.found_at
         previous = self.services.state.summary
-        task = asyncio.create_task(self._summary_of(older, cfg, window, model))
+        task = asyncio.create_task(self._summary_of(older, cfg, window, model, lines=lines))
         self._pending = Pending(task, older, persisted, lines, previous)
         await self._background_event("started", self._pending)
         return True

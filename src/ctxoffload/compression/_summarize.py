@@ -22,23 +22,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
 from .._depth import MAX_DEPTH, load_json
 from ..exceptions import ContextOverflowError
-from ..messages import Msg, ToolCallBlock, ToolResultBlock
+from ..messages import Msg
 from ..model import ChatModel
 from ..text import defuse, transcript_entry
 from ..tokens import TokenCounter
 from ._config import CHARS_PER_TOKEN, ContextConfig
-from ._split import is_user_request
+from ._summary_extract import EXTRACTIVE_FIELD_CHARS, extractive_summary
 from ._summary_model import Summary
 
 __all__ = [
+    "EXTRACTIVE_FIELD_CHARS",
     "SummaryOutcome",
     "bound_summary",
     "extractive_summary",
@@ -83,13 +83,6 @@ class SummaryOutcome:
     def report(self) -> dict[str, int]:
         """What the summary model was sent, for a compaction's event."""
         return {"sent": self.sent, "tokens": self.sent_tokens, "folded": self.folded}
-
-
-def _short(text: str, limit: int) -> str:
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    return text[: limit - 1].rstrip() + "…"
 
 
 # Tokens an entry adds around the message's own content: role tags, tool-call and result
@@ -288,6 +281,7 @@ async def summarize(
     window: int | None = None,
     known_tokens: Callable[[Msg], int | None] | None = None,
     timeout: float | None = None,
+    lines: Mapping[str, int] | None = None,
 ) -> SummaryOutcome:
     """Summarise `messages`, folding in `previous`; never raises for a model failure.
 
@@ -309,6 +303,8 @@ async def summarize(
             only what is sent of it.
         timeout: the seconds the model may take, all chunks together; `summary_timeout`
             by default (less when a request before this one spent part of it).
+        lines: the line of the context log holding each message, by id, when known: an
+            extractive summary names where each thing it found is.
     """
     max_chars = config.summary_budget_tokens(window) * CHARS_PER_TOKEN
     if previous is not None:
@@ -335,6 +331,7 @@ async def summarize(
                     config.summary_input_budget(window),
                     known_tokens,
                     artifacts,
+                    lines,
                 ),
                 config.summary_timeout if timeout is None else timeout,
             )
@@ -348,7 +345,7 @@ async def summarize(
         if outcome is not None:
             return outcome
     summary = extractive_summary(
-        messages, previous=previous, artifacts=_not_listed(artifacts, config)
+        messages, previous=previous, artifacts=_not_listed(artifacts, config), lines=lines
     )
     return SummaryOutcome(bound_summary(summary, max_chars), "extractive", calls[0], 0)
 
@@ -373,6 +370,7 @@ async def _model_summary(
     input_budget: int | None,
     known_tokens: Callable[[Msg], int | None] | None = None,
     artifacts: Sequence[str] = (),
+    lines: Mapping[str, int] | None = None,
 ) -> SummaryOutcome | None:
     """The model's summary, in chunks that fit its window; None when it cannot give one."""
     entries, estimates = _entries_sent(messages, counter, input_budget, known_tokens)
@@ -382,7 +380,10 @@ async def _model_summary(
         # summary rides in the first request as the summary of what came before.
         previous = bound_summary(
             extractive_summary(
-                messages[:folded], previous=previous, artifacts=_not_listed(artifacts, config)
+                messages[:folded],
+                previous=previous,
+                artifacts=_not_listed(artifacts, config),
+                lines=lines,
             ),
             max_chars,
         )
@@ -448,163 +449,3 @@ def _entries_sent(
     entries.reverse()
     estimates.reverse()
     return entries, estimates
-
-
-EXTRACTIVE_FIELD_CHARS = 2_000
-"""The most characters one field of an extractive summary holds. Each field is built newest
-first and cut at the end, so what is cut is the oldest material, and the size stays the same
-however many compressions came before."""
-
-_REQUEST_CHARS = 500
-_STATE_CHARS = 600
-"""The most characters of the last assistant message an extractive summary quotes: where the
-work stands; the message is whole in the context log the summary names."""
-_EXTRACTIVE_NEXT_STEPS = (
-    "Continue with the latest request. This summary was extracted without a summary "
-    "model; read the context log named above for the exact messages."
-)
-_TOOLS_LINE = re.compile(r"^Tools used: (.*)$", re.MULTILINE)
-_TOOL_COUNT = re.compile(r"(\S+) x(\d+)")
-_LIST_ITEM = re.compile(r"^- (.+)$", re.MULTILINE)
-
-
-def _section(text: str, title: str) -> list[str]:
-    """The `- item` lines under `title:` in an earlier extractive field."""
-    _head, found, rest = text.partition(f"{title}:\n")
-    if not found:
-        return []
-    block = rest.split("\n\n", 1)[0]
-    return _LIST_ITEM.findall(block)
-
-
-def _line_after(text: str, label: str) -> str | None:
-    """The text after `label: ` on its own line of an earlier extractive field, if any."""
-    found = re.search(rf"^{re.escape(label)}: (.*)$", text, re.MULTILINE)
-    return found.group(1) if found else None
-
-
-def _fit(parts: list[str], limit: int = EXTRACTIVE_FIELD_CHARS) -> str:
-    """Join `parts` (newest or most important first) and cut the end to `limit`."""
-    text = "\n\n".join(p for p in parts if p.strip())
-    return _short(text, limit) if len(text) > limit else text
-
-
-def _unique(items: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    out = []
-    for item in items:
-        key = item.split(" (", 1)[0]  # a path, without its size and source
-        if key not in seen:
-            seen.add(key)
-            out.append(item)
-    return out
-
-
-def extractive_summary(
-    messages: Sequence[Msg], *, previous: Summary | None = None, artifacts: Sequence[str] = ()
-) -> Summary:
-    """A summary built from the messages themselves, with no model.
-
-    It keeps the first request ever made and the latest one, the last thing the assistant
-    said, how often each tool was used (counts merged with the previous summary's), the
-    newest errors, and the offloaded files (each once, newest first). Each field holds at
-    most `EXTRACTIVE_FIELD_CHARS` characters, newest material first, so summaries folded
-    into one another over many compressions neither grow nor repeat themselves. A previous
-    summary written by a model is kept, shortened, after the new material.
-    """
-    before = (
-        previous.model_dump() if previous is not None else dict.fromkeys(Summary.model_fields, "")
-    )
-    # An earlier extractive summary is merged field by field; a model's is kept, shortened.
-    ours = previous is not None and before["next_steps"] == _EXTRACTIVE_NEXT_STEPS
-    theirs = previous is not None and not ours
-    # Read newest first, and only as far as each field needs: a resumed session may fold
-    # in thousands of messages.
-    statement = next(
-        (m.text for m in reversed(messages) if m.role == "assistant" and m.text.strip()), None
-    )
-    if statement is not None:
-        state = f"Last assistant message: {_short(statement, _STATE_CHARS)}"
-    else:
-        state = before["current_state"] or "No assistant reply yet."
-
-    def field_text(parts: list[str], name: str) -> str:
-        """The field `name`: the new material, then a model's earlier text of it."""
-        return _fit([*parts, f"Earlier summary: {before[name]}"] if theirs else parts)
-
-    return Summary(
-        task_overview=field_text(_overview(messages, before, ours), "task_overview")
-        or "Not stated in the compressed messages.",
-        current_state=_fit([state]),
-        important_discoveries=field_text(
-            _discoveries(messages, before, ours), "important_discoveries"
-        )
-        or "none",
-        next_steps=_EXTRACTIVE_NEXT_STEPS,
-        context_to_preserve=field_text(_preserved(artifacts, before, ours), "context_to_preserve")
-        or "none",
-    )
-
-
-def _overview(messages: Sequence[Msg], before: dict[str, str], ours: bool) -> list[str]:
-    """The task: the latest request, and the first request ever (kept from an earlier
-    extractive summary, `ours`)."""
-    requests = (m.text for m in messages if is_user_request(m) and m.text.strip())
-    newest = (m.text for m in reversed(messages) if is_user_request(m) and m.text.strip())
-    first = _line_after(before["task_overview"], "First request") if ours else None
-    if first is None:
-        first = next((_short(text, _REQUEST_CHARS) for text in requests), None)
-    latest = next((_short(text, _REQUEST_CHARS) for text in newest), None)
-    if latest is None and ours:
-        latest = _line_after(before["task_overview"], "Latest request")
-    overview = [f"Latest request: {latest}"] if latest and latest != first else []
-    if first:
-        overview.append(f"First request: {first}")
-    return overview
-
-
-def _discoveries(messages: Sequence[Msg], before: dict[str, str], ours: bool) -> list[str]:
-    """The newest errors first and the tool counts, merged with an earlier extractive
-    summary's (`ours`)."""
-    tools: Counter[str] = Counter()
-    failed: list[ToolResultBlock] = []
-    for msg in messages:
-        if isinstance(msg.content, str):
-            continue
-        for block in msg.content:
-            if isinstance(block, ToolCallBlock):
-                tools[block.name] += 1
-            elif isinstance(block, ToolResultBlock) and block.is_error:
-                failed.append(block)
-    if ours:
-        for line in _TOOLS_LINE.findall(before["important_discoveries"]):
-            for name, count in _TOOL_COUNT.findall(line):
-                tools[name] += int(count)
-    # The newest errors first, as many as can be shown (five different ones).
-    errors: list[str] = []
-    keys: set[str] = set()
-    for result in reversed(failed):
-        if isinstance(result.output, str) and len(keys) < 5:
-            errors.append(f"{result.name or 'tool'}: {_short(result.output, 200)}")
-            keys.add(errors[-1].split(" (", 1)[0])  # as `_unique` tells them apart
-    errors += _section(before["important_discoveries"], "Errors reported") if ours else []
-    discoveries = []
-    if errors:
-        discoveries.append(
-            "Errors reported (newest first):\n" + "\n".join(f"- {e}" for e in _unique(errors)[:5])
-        )
-    if tools:
-        discoveries.append(
-            "Tools used: " + ", ".join(f"{name} x{n}" for name, n in tools.most_common())
-        )
-    return discoveries
-
-
-def _preserved(artifacts: Sequence[str], before: dict[str, str], ours: bool) -> list[str]:
-    """The offloaded files, each once, newest first (the compressor passes its whole trail,
-    newest first), with an earlier extractive summary's (`ours`)."""
-    files = _unique(
-        [*artifacts, *(_section(before["context_to_preserve"], "Offloaded files") if ours else [])]
-    )
-    preserve = ["Offloaded files:\n" + "\n".join(f"- {a}" for a in files)] if files else []
-    return preserve
