@@ -55,8 +55,9 @@ class SummaryReply:
             object written out), in `SUMMARY_FIELDS` order; a field cut off ends with
             `CUT_NOTE`.
         shape: how the reply was written: "json" (the reply is the object alone), "prose"
-            (an object with text or a fence around it), "headings" (markdown headings or
-            labels), "tags" (`<task_overview>...</task_overview>`).
+            (an object with text or a fence around it), "cut" (an object the reply stopped
+            inside), "headings" (markdown headings or labels), "tags"
+            (`<task_overview>...</task_overview>`).
         cut: the fields the reply stopped in the middle of (kept, marked).
     """
 
@@ -220,8 +221,9 @@ _PLACEHOLDER = re.compile(r"\A\W*(?:string|str|text|\.\.\.|…|<[^<>]{0,40}>)?\W
 
 
 def _field_text(value: str) -> str | None:
-    """A field's text, stripped; None when it says nothing (empty, a placeholder)."""
-    value = value.strip()
+    """A field's text, stripped, without NUL characters or lone surrogates (which no record
+    can hold); None when it says nothing (empty, a placeholder)."""
+    value = _LONE_SURROGATE.sub("\ufffd", value.replace("\x00", "")).strip()
     return None if _PLACEHOLDER.match(value) else value
 
 
@@ -232,6 +234,7 @@ class _Candidate:
     fields: dict[str, str]
     shape: str
     cut: tuple[str, ...] = ()
+    whole: bool = True
 
     def rank(self) -> tuple[int, int, bool, int]:
         """More fields first, then fewer cut off, then an object or tags over headings (whose
@@ -289,7 +292,12 @@ _DOUBLE_OPEN = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)', re.DOTALL)
 _SINGLE_OPEN = re.compile(r"'([^'\\]*(?:\\.[^'\\]*)*)", re.DOTALL)
 _NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _WORD = re.compile(r"[A-Za-z_$][\w$]*")
-_HALF_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u[0-9a-fA-F]{0,3}\Z")
+# The end of a string the reply stopped in: a `\u` escape with fewer than four digits, or the
+# first half of a surrogate pair whose second did not arrive (`\ud83d`, `\ud83d\ude`).
+_HALF_ESCAPE = re.compile(
+    r"(?<!\\)((?:\\\\)*)"
+    r"(?:\\u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[0-9a-fA-F]{0,3})?|\\u[0-9a-fA-F]{0,3})\Z"
+)
 _OBJECT_START = re.compile(r"\{(?=\s*[\"'}A-Za-z_$])")
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
@@ -330,7 +338,7 @@ def _string(text: str, at: int, budget: _Budget) -> tuple[str, int]:
     if found is None:
         partial = (_DOUBLE_OPEN if double else _SINGLE_OPEN).match(text, at)
         body = partial.group(1) if partial is not None else ""
-        body = _HALF_ESCAPE.sub(r"\1", body)  # the reply stopped inside `\u00e9`
+        body = _HALF_ESCAPE.sub(r"\1", body)
         raise _Cut(_unescape(body))
     end = found.end()
     if double:
@@ -377,6 +385,7 @@ def _read_object(text: str, start: int, budget: _Budget) -> tuple[_Candidate | N
     state = "key"  # key, colon, value, comma
     at = start + 1
     cut: str | None = None
+    whole = True
     end = len(text)
     try:
         while True:
@@ -460,13 +469,16 @@ def _read_object(text: str, start: int, budget: _Budget) -> tuple[_Candidate | N
                 else:
                     raise _Broken(at)
     except _Cut:
-        cut = stack[0].key
+        cut, whole = stack[0].key, False
     except _Broken as broken:
         end = broken.at
         if len(stack) > 1 and stack[0].key is not None:
             # The member being read stopped being JSON: it is not whole, so it is not kept.
             root.pop(stack[0].key, None)
-    return _candidate(root, "prose", cut), max(end, start + 1)
+    found = _candidate(root, "prose", cut)
+    if found is not None:
+        found.whole = whole
+    return found, max(end, start + 1)
 
 
 def _put(frame: _Frame, value: Any) -> None:
@@ -531,7 +543,7 @@ def as_text(value: Any) -> str:
             for child in reversed(item):
                 stack.append((depth + step, "-" if depth + step or label else "", child))
         else:
-            text = "" if item is None else str(item)
+            text = "" if item is None else str(item).lower() if type(item) is bool else str(item)
             lines.append(f"{pad}{label} {text}".rstrip() if label else f"{pad}{text}")
     return "\n".join(line for line in lines if line.strip())
 
@@ -558,7 +570,8 @@ def _objects(text: str, budget: _Budget) -> list[_Candidate]:
     read already is read from, and reading goes on where the last one stopped."""
     found: list[_Candidate] = []
     start = _OBJECT_START.search(text)
-    decoder = json.JSONDecoder(strict=False)
+    # Numbers kept as written (`1e400` and a 5,000-digit int are text, not floats or errors).
+    decoder = json.JSONDecoder(strict=False, parse_float=_Literal, parse_int=_Literal)
     quick = _QUICK_TRIES
     while start is not None and budget.left > 0:
         at = start.start()
@@ -567,8 +580,8 @@ def _objects(text: str, budget: _Budget) -> list[_Candidate]:
         if stop < 0:
             candidate, stop = _read_object(text, at, budget)
         if candidate is not None:
-            alone = not text[:at].strip() and not text[stop:].strip() and not candidate.cut
-            candidate.shape = "json" if alone else "prose"
+            alone = not text[:at].strip() and not text[stop:].strip()
+            candidate.shape = "cut" if not candidate.whole else "json" if alone else candidate.shape
             found.append(candidate)
         start = _OBJECT_START.search(text, stop)
     return found
@@ -583,6 +596,7 @@ _LABEL = re.compile(r"([A-Za-z][A-Za-z _-]{2,40}?)[ \t*_]*(?::|\Z)[ \t*_]*(.*)\Z
 _MARKED_LINES = 10_000
 """The most lines (or tags) that name a field looked at as headings: a summary has a handful;
 a reply of a million headings costs this many, and the rest is text."""
+_HEADING = re.compile(r"([A-Za-z][A-Za-z _-]{2,40}?)[ \t*_]*(?:[/(（|–—-].*)?()\Z", re.DOTALL)
 _CLOSING = re.compile(
     r"\n\s*(?:let me know|i hope|hope this|feel free|if you (?:need|want|have|would)|"
     r"please let me|is there anything)[^\n]*\Z",
@@ -606,6 +620,10 @@ def _headed(text: str) -> _Candidate | None:
         marks = _MARKS.match(line)
         rest = line[marks.end() if marks else 0 :]
         label = _LABEL.match(rest) if len(rest) < 2_000 else None
+        if label is None and marks is not None and "#" in line[: marks.end()]:
+            # A markdown heading is all heading: its name may be followed by more of it
+            # (`## Task Overview / 任务概述`, `## Next steps (in order)`).
+            label = _HEADING.match(rest) if len(rest) < 2_000 else None
         name = field_name(label.group(1)) if label is not None else None
         if name is not None and label is not None and name not in fields:
             current = fields[name] = [label.group(2)]
