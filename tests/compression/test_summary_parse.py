@@ -224,6 +224,13 @@ _HOSTILE = {
     "a million headings": "## Next steps\n" * 1_000_000,
     "a million tags": "<task_overview>" * 1_000_000,
     "a megabyte of escapes JSON has not": '{"task_overview": "' + "\\'" * 500_000 + '"}',
+    "100,000 objects": '{"next_steps": "x"}' * 100_000,
+    "blank lines after a heading": "## Next steps\nrun it" + "\n" * 1_000_000 + "x",
+    "spaces after a rule": "## Next steps\nrun\n---" + " \n" * 500_000 + "x",
+    "long runs of spaces after a name": ("task" + " " * 1990 + "x\n") * 5_000,
+    "a long value of punctuation": '{"task_overview": "' + "!" * 1_000_000 + 'a"}',
+    "thinking never closed": "<think>" * 1_000_000,
+    "spaces in a tag": "<task" + " " * 1_000_000,
 }
 
 

@@ -9,10 +9,12 @@ token limit in the middle of the object. `read_summary` reads each of these, fie
 a field that arrived is kept, one that did not is reported missing (the caller fills it from
 the extractive summary), and nothing that arrived is thrown away for one that did not.
 
-The work is bounded on a hostile reply: the text read is at most `MAX_REPLY_CHARS`, the
-objects are read by one loop over tokens with its own stack (no recursion; nesting deeper
-than `MAX_DEPTH` ends the object there), every token read counts against a budget linear in
-the reply's length, and the regular expressions are written so they do not backtrack.
+The work is bounded on a hostile reply (ten megabytes, 100,000 nested brackets, a megabyte of
+backslashes: a few seconds at most): the text read is at most `MAX_REPLY_CHARS`; an object
+is read by one loop over tokens with its own stack (no recursion; nesting deeper than
+`MAX_DEPTH` ends the object there) within a budget of tokens for the whole reply; a few
+objects are first tried as strict JSON at C speed; the lines and tags looked at as headings
+are counted; and the regular expressions are written so that they do not backtrack.
 """
 
 from __future__ import annotations
@@ -104,8 +106,8 @@ def read_summary(text: str) -> SummaryReply:
     that gives the most fields is read, and a field it lacks is taken from the next best.
 
     Raises:
-        ValueError: no field of the summary in the reply, every field empty, or every field
-            only refuses or apologises (`is_refusal`): the caller asks again.
+        ValueError: no field of the summary in the reply (every field empty or missing), or
+            every field only refuses or apologises (`is_refusal`): the caller asks again.
     """
     reply = _clean(text[:MAX_REPLY_CHARS])
     budget = _Budget(_TOKENS)
@@ -123,8 +125,6 @@ def read_summary(text: str) -> SummaryReply:
                 fields[name] = value
                 cut.update({name} & set(other.cut))
     ordered = {name: fields[name] for name in SUMMARY_FIELDS if name in fields}
-    if not ordered:
-        raise ValueError("every field of the summary is empty")
     padded = Summary(**{name: ordered.get(name, "") for name in SUMMARY_FIELDS})
     if refuses(padded):
         raise ValueError("the summary only refuses or apologises")
@@ -175,7 +175,8 @@ def is_refusal(text: str) -> bool:
 def refuses(summary: Summary) -> bool:
     """Whether every field of `summary` is empty, "none", or a refusal, and one refuses."""
     values = [str(getattr(summary, name)) for name in Summary.model_fields]
-    meaningful = [v for v in values if not _EMPTY_FIELD.match(v)]
+    # Only a short value can be empty: the pattern is not run over a long one.
+    meaningful = [v for v in values if len(v) > 60 or not _EMPTY_FIELD.match(v)]
     return bool(meaningful) and all(is_refusal(v) for v in meaningful)
 
 
@@ -184,18 +185,34 @@ def refuses(summary: Summary) -> bool:
 # A reasoning model's thinking, before its answer (Qwen, DeepSeek: `<think>`; some prompts ask
 # Claude for `<thinking>`): drafts of the object may be in it. An unclosed one at the start
 # is all thinking (the reply stopped in it).
-_THINKING = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.IGNORECASE | re.DOTALL)
-_OPEN_THINKING = re.compile(r"\A\s*<(?:think|thinking|reasoning)>", re.IGNORECASE)
+_THINKING = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
+_THINKING_END = {
+    name: re.compile(f"</{name}>", re.IGNORECASE) for name in ("think", "thinking", "reasoning")
+}
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _clean(text: str) -> str:
     """The reply without its thinking, NUL characters or lone surrogates (text that did not
-    come from UTF-8, which nothing downstream could write)."""
-    text = _THINKING.sub(" ", text)
-    if _OPEN_THINKING.match(text):
-        return ""
-    return _LONE_SURROGATE.sub("\ufffd", text.replace("\x00", ""))
+    come from UTF-8, which nothing downstream could write).
+
+    Each thinking block runs to its closing tag, searched for from where it opens, so a
+    reply of unclosed tags is one pass. One left open at the start is all thinking (the
+    reply stopped in it); one left open later is text.
+    """
+    text = _LONE_SURROGATE.sub("\ufffd", text.replace("\x00", ""))
+    kept: list[str] = []
+    at = 0
+    while (opened := _THINKING.search(text, at)) is not None:
+        closed = _THINKING_END[opened.group(1).lower()].search(text, opened.end())
+        if closed is None:
+            if not "".join(kept).strip() and not text[at : opened.start()].strip():
+                return ""
+            break
+        kept.append(text[at : opened.start()])
+        at = closed.end()
+    kept.append(text[at:])
+    return " ".join(kept)
 
 
 _CAMEL = re.compile(r"([a-z])([A-Z])")
@@ -224,7 +241,7 @@ def _field_text(value: str) -> str | None:
     """A field's text, stripped, without NUL characters or lone surrogates (which no record
     can hold); None when it says nothing (empty, a placeholder)."""
     value = _LONE_SURROGATE.sub("\ufffd", value.replace("\x00", "")).strip()
-    return None if _PLACEHOLDER.match(value) else value
+    return None if len(value) <= 60 and _PLACEHOLDER.match(value) else value
 
 
 @dataclass
@@ -573,6 +590,7 @@ def _objects(text: str, budget: _Budget) -> list[_Candidate]:
     # Numbers kept as written (`1e400` and a 5,000-digit int are text, not floats or errors).
     decoder = json.JSONDecoder(strict=False, parse_float=_Literal, parse_int=_Literal)
     quick = _QUICK_TRIES
+    first, last = len(text) - len(text.lstrip()), len(text.rstrip())
     while start is not None and budget.left > 0:
         at = start.start()
         candidate, stop = _whole_object(decoder, text, at) if quick else (None, -1)
@@ -580,7 +598,7 @@ def _objects(text: str, budget: _Budget) -> list[_Candidate]:
         if stop < 0:
             candidate, stop = _read_object(text, at, budget)
         if candidate is not None:
-            alone = not text[:at].strip() and not text[stop:].strip()
+            alone = at == first and stop >= last
             candidate.shape = "cut" if not candidate.whole else "json" if alone else candidate.shape
             found.append(candidate)
         start = _OBJECT_START.search(text, stop)
@@ -592,17 +610,34 @@ def _objects(text: str, budget: _Budget) -> list[_Candidate]:
 # A line that opens a field: any markdown marks (`#`, a bullet, `**`, a number) before the
 # field's name, which is followed by a colon or the end of the line, then its first text.
 _MARKS = re.compile(r"\A(?:#{1,6}[ \t]*|[-*+][ \t]+|\(?\d{1,2}[.)][ \t]*|\*\*|__|[ \t]+)*")
-_LABEL = re.compile(r"([A-Za-z][A-Za-z _-]{2,40}?)[ \t*_]*(?::|\Z)[ \t*_]*(.*)\Z", re.DOTALL)
+_LABEL = re.compile(
+    r"([A-Za-z][A-Za-z _-]{2,40}?)[ \t*_]{0,8}(?::|\Z)[ \t*_]{0,8}(.*)\Z", re.DOTALL
+)
 _MARKED_LINES = 10_000
 """The most lines (or tags) that name a field looked at as headings: a summary has a handful;
 a reply of a million headings costs this many, and the rest is text."""
-_HEADING = re.compile(r"([A-Za-z][A-Za-z _-]{2,40}?)[ \t*_]*(?:[/(（|–—-].*)?()\Z", re.DOTALL)
+_HEADING = re.compile(r"([A-Za-z][A-Za-z _-]{2,40}?)[ \t*_]{0,8}(?:[/(（|–—-].*)?()\Z", re.DOTALL)
+# The last line of a field that is a remark to the user rather than part of the summary, or a
+# rule or a fence closing it: taken off (one line at a time from the end, never by a pattern
+# run over the whole field, which could backtrack over a long run of blank lines).
 _CLOSING = re.compile(
-    r"\n\s*(?:let me know|i hope|hope this|feel free|if you (?:need|want|have|would)|"
-    r"please let me|is there anything)[^\n]*\Z",
+    r"(?:let me know|i hope|hope this|feel free|if you (?:need|want|have|would)|"
+    r"please let me|is there anything)",
     re.IGNORECASE,
 )
-_RULE = re.compile(r"(?:\n\s*(?:-{3,}|\*{3,}|`{3,}\w*)\s*)+\Z")
+_RULE = re.compile(r"-{3,}|\*{3,}|`{3,}\w*")
+
+
+def _trimmed(body: str, last: bool) -> str:
+    """`body` without the rules and fences that end it, and (for the `last` field) the
+    remark to the user after it."""
+    body = body.rstrip()
+    while True:
+        head, _, line = body.rpartition("\n")
+        line = line.strip()
+        if not head or not (_RULE.fullmatch(line) or (last and _CLOSING.match(line))):
+            return body
+        body = head.rstrip()
 
 
 def _headed(text: str) -> _Candidate | None:
@@ -634,17 +669,13 @@ def _headed(text: str) -> _Candidate | None:
     texts: dict[str, str] = {}
     last = list(fields)[-1]
     for name, lines in fields.items():
-        body = "\n".join(lines)
-        if name == last:
-            body = _CLOSING.sub("", body.rstrip())
-        body = _RULE.sub("", body.rstrip())
-        value = _field_text(body)
+        value = _field_text(_trimmed("\n".join(lines), name == last))
         if value is not None:
             texts[name] = value
     return _Candidate(texts, "headings") if texts else None
 
 
-_TAG = re.compile(r"<(/?)[ \t]*([A-Za-z][\w -]{0,40}?)[ \t]*>")
+_TAG = re.compile(r"<(/?)[ \t]{0,8}([A-Za-z][\w -]{0,40}?)[ \t]{0,8}>")
 
 
 def _tagged(text: str) -> _Candidate | None:
