@@ -204,6 +204,7 @@ _REPLY_WORDS = {
     "prose": "parsed from prose",
     "headings": "parsed from headings",
     "tags": "parsed from tags",
+    "cut": "parsed from a cut-off reply",
 }
 _FALLBACK_WORDS = {
     "no_model": "no summary model",

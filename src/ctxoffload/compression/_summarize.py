@@ -298,9 +298,7 @@ async def summarize(
         0,
         fallback=fallback,
         error=attempts.error,
-        timeout=(config.summary_timeout if timeout is None else timeout)
-        if fallback == "timeout"
-        else None,
+        timeout=config.summary_timeout if fallback == "timeout" else None,
     )
 
 

@@ -60,7 +60,8 @@ class SummaryOutcome:
             summary timeout), "timeout", "failed" (no valid reply) or "window" (the summary
             model's window cannot hold a request); `ctxoffload show` words each.
         error: the summary model's last error, when it failed.
-        timeout: the seconds the summary model was given, when it ran out of them.
+        timeout: the `summary_timeout` the summary model ran out of (the compaction's whole
+            allowance; the model had what was left of it).
     """
 
     summary: Summary
