@@ -19,7 +19,6 @@ are counted; and the regular expressions are written so that they do not backtra
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Mapping
@@ -222,7 +221,6 @@ _SEPARATORS = re.compile(r"[\s_\-]+")
 _FIELD_WORD = re.compile(r"task|current|important|next|context", re.IGNORECASE)
 
 
-@functools.lru_cache(maxsize=256)
 def field_name(key: str) -> str | None:
     """The summary field `key` names, in any spelling: `task_overview`, `Task overview`,
     `TASK-OVERVIEW`, `taskOverview`; None for any other key."""
@@ -537,10 +535,11 @@ def _fields_of(found: Mapping[str, Any], cut: str | None) -> dict[str, str]:
 
 def as_text(value: Any) -> str:
     """A field's value as the text a summary holds: a string as it is, a list one item a
-    line, an object one `key: value` a line, a number or `true` as written.
+    line, an object one `key: value` a line (an object in a list on one line when it holds no
+    other), a number or `true` as written.
 
-    Never recurses (the value is at most `MAX_DEPTH` deep, but one written out by a model
-    may be wide): nested items are indented under their parent.
+    Never recurses (what the C parser reads may nest up to the interpreter's recursion limit,
+    and a model's list may be wide): nested items are indented under their parent.
     """
     lines: list[str] = []
     stack: list[tuple[int, str, Any]] = [(0, "", value)]
@@ -558,11 +557,28 @@ def as_text(value: Any) -> str:
                 lines.append(f"{pad}{label}")
             step = 1 if label else 0
             for child in reversed(item):
-                stack.append((depth + step, "-" if depth + step or label else "", child))
+                flat = _flat(child) if isinstance(child, dict) else None
+                bullet = "-" if depth + step or label else ""
+                stack.append((depth + step, bullet, child if flat is None else flat))
         else:
-            text = "" if item is None else str(item).lower() if type(item) is bool else str(item)
+            text = _scalar(item)
             lines.append(f"{pad}{label} {text}".rstrip() if label else f"{pad}{text}")
     return "\n".join(line for line in lines if line.strip())
+
+
+def _scalar(item: Any) -> str:
+    if item is None:
+        return ""
+    if type(item) is bool:
+        return "true" if item else "false"
+    return str(item)
+
+
+def _flat(item: dict[str, Any]) -> str | None:
+    """`key: value, key: value` of an object that holds no object or list; else None."""
+    if any(isinstance(v, (dict, list)) for v in item.values()):
+        return None
+    return ", ".join(f"{key}: {_scalar(v)}" for key, v in item.items())
 
 
 _QUICK_TRIES = 16
