@@ -172,3 +172,12 @@ def test_a_compaction_record_of_an_older_release_has_no_summary_line() -> None:
 )
 def test_a_damaged_or_newer_origin_still_reads(origin: dict[str, Any]) -> None:
     assert summary_origin_text(origin).startswith("summary: ")  # type: ignore[union-attr]
+
+
+async def test_nothing_to_send_is_said() -> None:
+    outcome = await summarize(
+        [], model=ScriptedModel(default=SUMMARY), config=ContextConfig(), counter=COUNTER
+    )
+    assert summary_origin_text(outcome.origin(None)) == (
+        "summary: extractive (no messages to send the summary model)"
+    )

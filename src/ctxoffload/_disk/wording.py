@@ -208,6 +208,7 @@ _REPLY_WORDS = {
 }
 _FALLBACK_WORDS = {
     "no_model": "no summary model",
+    "no_messages": "no messages to send the summary model",
     "no_time": "no time left of the summary timeout",
     "window": "the summary model's window is too small",
 }

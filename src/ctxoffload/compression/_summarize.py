@@ -255,7 +255,7 @@ async def summarize(
     if previous is not None:
         previous = bound_summary(previous, max_chars)
     attempts = Attempts()
-    fallback = "no_model" if model is None else None
+    fallback = "no_model" if model is None else None if messages else "no_messages"
     if timeout is not None and timeout <= 0 and model is not None and messages:
         logger.warning(
             "no time is left of summary_timeout=%g s for the summary model; falling back to "

@@ -56,9 +56,10 @@ class SummaryOutcome:
             as structured output gives it), "prose", "headings" or "tags" (parsed).
         filled: the fields the model's reply lacked, taken from the extractive summary.
         cut: the fields the model's reply was cut off in, kept as far as they arrived.
-        fallback: for an extractive summary, why: "no_model", "no_time" (none left of the
-            summary timeout), "timeout", "failed" (no valid reply) or "window" (the summary
-            model's window cannot hold a request); `ctxoffload show` words each.
+        fallback: for an extractive summary, why: "no_model", "no_messages" (nothing to
+            send it), "no_time" (none left of the summary timeout), "timeout", "failed" (no
+            valid reply) or "window" (the summary model's window cannot hold a request);
+            `ctxoffload show` words each.
         error: the summary model's last error, when it failed.
         timeout: the `summary_timeout` the summary model ran out of (the compaction's whole
             allowance; the model had what was left of it).
