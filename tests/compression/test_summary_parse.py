@@ -86,6 +86,13 @@ def test_a_heading_names_its_field_in_any_spelling(spelling: str, field: str) ->
     assert found.fields == {field: "the text under it"}
 
 
+@pytest.mark.parametrize(
+    "key", ["task_overview", "Task overview", "TASK-OVERVIEW", "taskOverview", "Task Overview:"]
+)
+def test_a_key_names_its_field_in_any_spelling(key: str) -> None:
+    assert read_summary(json.dumps({key: "the task"})).fields == {"task_overview": "the task"}
+
+
 def test_prose_that_only_mentions_a_field_is_no_heading() -> None:
     with pytest.raises(ValueError):
         read_summary("Next steps are unclear.\nThe current state is fine.")

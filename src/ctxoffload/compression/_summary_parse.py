@@ -215,7 +215,7 @@ def _clean(text: str) -> str:
 
 
 _CAMEL = re.compile(r"([a-z])([A-Z])")
-_SEPARATORS = re.compile(r"[\s_\-]+")
+_SEPARATORS = re.compile(r"[\W_]+")
 # Every spelling of a field has one of these words: a line or key without one is passed over
 # at C speed.
 _FIELD_WORD = re.compile(r"task|current|important|next|context", re.IGNORECASE)
@@ -223,7 +223,7 @@ _FIELD_WORD = re.compile(r"task|current|important|next|context", re.IGNORECASE)
 
 def field_name(key: str) -> str | None:
     """The summary field `key` names, in any spelling: `task_overview`, `Task overview`,
-    `TASK-OVERVIEW`, `taskOverview`; None for any other key."""
+    `TASK-OVERVIEW`, `taskOverview`, `Next steps:`; None for any other key."""
     if len(key) > 60 or _FIELD_WORD.search(key) is None:
         return None
     spaced = _CAMEL.sub(r"\1_\2", key.strip())
