@@ -238,6 +238,12 @@ _HOSTILE = {
     "a long value of punctuation": '{"task_overview": "' + "!" * 1_000_000 + 'a"}',
     "thinking never closed": "<think>" * 1_000_000,
     "spaces in a tag": "<task" + " " * 1_000_000,
+    "a wide list 900 objects deep": '{"next_steps": '
+    + '{"a": ' * 900
+    + "["
+    + "1," * 1_000_000
+    + "1]"
+    + "}" * 901,
 }
 
 
@@ -246,8 +252,9 @@ def test_a_hostile_reply_costs_bounded_time(reply: str) -> None:
     started = time.monotonic()
     with contextlib.suppress(ValueError):
         read_summary(reply)
-    # Linear work: a few seconds at most on a slow, shared machine (a second or less here).
-    assert time.monotonic() - started < 20
+    # Linear work: seconds on an idle machine, under a minute on a busy shared one; work
+    # that grows with the square of the size would take hours.
+    assert time.monotonic() - started < 60
 
 
 def test_a_ten_megabyte_object_keeps_every_field() -> None:

@@ -533,6 +533,9 @@ def _fields_of(found: Mapping[str, Any], cut: str | None) -> dict[str, str]:
     return fields
 
 
+_MAX_INDENT = 6
+
+
 def as_text(value: Any) -> str:
     """A field's value as the text a summary holds: a string as it is, a list one item a
     line, an object one `key: value` a line (an object in a list on one line when it holds no
@@ -545,7 +548,9 @@ def as_text(value: Any) -> str:
     stack: list[tuple[int, str, Any]] = [(0, "", value)]
     while stack:
         depth, label, item = stack.pop()
-        pad = "  " * depth
+        # Indented at most a few levels: a value hundreds deep and wide would otherwise
+        # write its depth in spaces before every one of its items.
+        pad = "  " * min(depth, _MAX_INDENT)
         if isinstance(item, dict):
             if label:
                 lines.append(f"{pad}{label}")
@@ -556,10 +561,15 @@ def as_text(value: Any) -> str:
             if label:
                 lines.append(f"{pad}{label}")
             step = 1 if label else 0
+            bullet = "- " if depth + step or label else ""
+            if not any(isinstance(child, (dict, list)) for child in item):
+                # A list of text or numbers, the usual one (and a hostile million): one pass.
+                inner = "  " * min(depth + step, _MAX_INDENT) + bullet
+                lines.extend(inner + _scalar(child) for child in item)
+                continue
             for child in reversed(item):
                 flat = _flat(child) if isinstance(child, dict) else None
-                bullet = "-" if depth + step or label else ""
-                stack.append((depth + step, bullet, child if flat is None else flat))
+                stack.append((depth + step, bullet.strip(), child if flat is None else flat))
         else:
             text = _scalar(item)
             lines.append(f"{pad}{label} {text}".rstrip() if label else f"{pad}{text}")
