@@ -295,12 +295,14 @@ async def test_each_summary_is_printed_once_after_its_compression(
     fields = [line for line in lines if line.startswith("      task_overview: ")]
     assert len(fields) == len(compressions)
     for i in compressions:
-        # Where the messages went, the compression's fidelity report, then its summary.
+        # Where the messages went, the compression's fidelity report, who wrote the summary,
+        # then the summary.
         assert " moved to sessions/run-1/context.jsonl lines " in lines[i + 1]
         assert " artifacts: " in lines[i + 2]
         assert "messages read back at their lines" in lines[i + 3]
-        assert "summary message " in lines[i + 4]
-        assert lines[i + 5] == f"      task_overview: {SUMMARY['task_overview']}"
+        assert lines[i + 4].endswith("   summary: scripted, structured")
+        assert "summary message " in lines[i + 5]
+        assert lines[i + 6] == f"      task_overview: {SUMMARY['task_overview']}"
     assert not any(line.endswith(" summary:") for line in lines)
 
 

@@ -187,3 +187,22 @@ async def test_the_agent_sends_a_cache_shaped_summary_request_and_records_cached
     assert row["input_tokens"] == 1_600 and row["cached_input_tokens"] == 512
     assert main(["--workdir", str(ws.workdir), "stats"]) == 0
     assert " 32% " in capsys.readouterr().out  # 512 of 1,600 input tokens
+
+
+async def test_a_cached_reply_missing_a_field_is_used_and_the_record_says_so(
+    local_ws: LocalWorkspace,
+) -> None:
+    partial = {k: v for k, v in summary_reply("cached").items() if k != "context_to_preserve"}
+    model = ScriptedModel([f"Summary:\n```json\n{json.dumps(partial)}\n```"])
+    comp = compressor(local_ws, model)
+    sent = history(8)
+    comp.note_request(sent, TOOLS, model)
+    result = await comp.maybe_compress([*sent, Msg(role="user", content="and now?")], force=True)
+
+    assert len(model.calls) == 1 and result.summary_source == "model"
+    assert result.summary is not None
+    assert result.summary.task_overview == "cached task_overview"
+    assert "cached" not in result.summary.context_to_preserve  # the extract's
+    compression = next(e for e in events(local_ws) if e["kind"] == "compression")
+    assert compression["summary_origin"]["reply"] == "prose"
+    assert compression["summary_origin"]["filled"] == ["context_to_preserve"]

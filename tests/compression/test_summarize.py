@@ -77,11 +77,26 @@ async def test_a_valid_reply_becomes_the_summary(reply: str) -> None:
 
 INVALID = [
     "Sure! Here is a summary of the conversation.",
-    json.dumps({"task_overview": "only one field"}),
+    json.dumps({"summary": "no field of the summary's"}),
     json.dumps({name: "  " for name in FIELDS}),
-    json.dumps([summary_reply("in a list")]),
+    json.dumps({name: "I'm sorry, but I can't help with that." for name in FIELDS}),
     "```json\n{not json}\n```",
 ]
+
+
+async def test_a_reply_missing_fields_is_used_and_the_rest_comes_from_the_extract() -> None:
+    model = ScriptedModel([json.dumps({"task_overview": "only one field"})])
+    outcome = await run(model)
+    assert outcome.source == "model" and outcome.model_calls == 1
+    assert outcome.summary.task_overview == "only one field"
+    assert outcome.filled == FIELDS[1:]
+    assert outcome.summary.current_state.startswith("Last assistant message:")
+
+
+async def test_an_object_inside_a_list_is_read() -> None:
+    outcome = await run(ScriptedModel([json.dumps([summary_reply("in a list")])]))
+    assert outcome.source == "model" and outcome.reply == "prose"
+    assert outcome.summary == Summary(**summary_reply("in a list"))
 
 
 @pytest.mark.parametrize("retries", [0, 1, 3])
@@ -98,7 +113,7 @@ async def test_invalid_replies_are_retried_then_the_summary_is_extractive(
 
 
 async def test_a_valid_reply_after_invalid_ones_is_used() -> None:
-    model = ScriptedModel([INVALID[0], INVALID[1], summary_reply("third time")])
+    model = ScriptedModel([INVALID[0], INVALID[2], summary_reply("third time")])
     outcome = await run(model, ContextConfig(summary_max_retries=2))
     assert outcome.source == "model"
     assert outcome.summary.task_overview == "third time task_overview"

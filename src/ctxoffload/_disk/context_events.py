@@ -17,6 +17,7 @@ from .wording import (
     plural,
     quoted,
     said,
+    summary_origin_text,
     token_change,
 )
 
@@ -150,6 +151,11 @@ class Compression(MovedLines, TokenChange, Fidelity):
     summary_model: str | None
     summary_model_calls: int
     summary_input: dict[str, Any]
+    summary_origin: dict[str, Any]
+    """Who wrote the summary and how (a newer field: older records lack it): `source`,
+    `model`, `door`, `attempts`, `chunks`; for a model's summary `reply` ("json", "prose",
+    "headings", "tags"), `filled` and `cut` (field names); for an extract `fallback` (why),
+    `error`, `timeout`."""
 
     def sentence(self) -> str:
         count = self.messages
@@ -165,7 +171,8 @@ class Compression(MovedLines, TokenChange, Fidelity):
         where = str(self.reference or "nowhere (no offloader)")
         where += lines_text(self.lines, self.spans)
         # The report's parts on lines of their own: each fits a terminal's width.
-        return [f"moved to {where}", *self.fidelity_parts()]
+        origin = summary_origin_text(self.summary_origin)
+        return [f"moved to {where}", *self.fidelity_parts(), *([origin] if origin else [])]
 
 
 class Artifacts(Event):

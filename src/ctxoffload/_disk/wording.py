@@ -29,6 +29,7 @@ __all__ = [
     "quoted",
     "said",
     "spans_text",
+    "summary_origin_text",
     "token_change",
 ]
 
@@ -196,3 +197,64 @@ def describe_holder(holder: Mapping[str, Any]) -> str:
     where = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
     since = f", since {holder['started']}" if holder.get("started") else ""
     return f"{who} ({where}{since})"
+
+
+_REPLY_WORDS = {
+    "json": "structured",
+    "prose": "parsed from prose",
+    "headings": "parsed from headings",
+    "tags": "parsed from tags",
+    "cut": "parsed from a cut-off reply",
+}
+_FALLBACK_WORDS = {
+    "no_model": "no summary model",
+    "no_messages": "no messages to send the summary model",
+    "no_time": "no time left of the summary timeout",
+    "window": "the summary model's window is too small",
+}
+
+
+def _names(names: object) -> str:
+    """`a`, `a and b`, `a, b and c` of the field names a list holds; empty for no list."""
+    found = [str(n) for n in names] if isinstance(names, list) else []
+    if len(found) < 2:
+        return "".join(found)
+    return f"{', '.join(found[:-1])} and {found[-1]}"
+
+
+def summary_origin_text(origin: object) -> str | None:
+    """The one line that says who wrote a compaction's summary, from its `summary_origin`:
+    `summary: gpt-4o-mini, structured, 2 attempts`, `summary: claude-3-5-haiku, parsed from
+    headings, next_steps from the extract`, `summary: extractive (timeout after 30 s)`.
+    None for a record without one (an older release's)."""
+    if not isinstance(origin, dict):
+        return None
+    parts: list[str] = []
+    attempts, chunks = origin.get("attempts"), origin.get("chunks")
+    if origin.get("source") == "model":
+        door = origin.get("door")
+        parts.append(said(origin.get("model")) + (f" through {door}" if door else ""))
+        parts.append(
+            _REPLY_WORDS.get(str(origin.get("reply")), f"read as {said(origin.get('reply'))}")
+        )
+        if isinstance(attempts, int) and isinstance(chunks, int) and attempts > max(chunks, 1):
+            parts.append(plural(attempts, "attempt"))
+        if isinstance(chunks, int) and chunks > 1:
+            parts.append(f"in {figure(chunks)} parts")
+        if _names(origin.get("filled")):
+            parts.append(f"{_names(origin.get('filled'))} from the extract")
+        if _names(origin.get("cut")):
+            parts.append(f"{_names(origin.get('cut'))} cut off")
+        return "summary: " + ", ".join(parts)
+    fallback = origin.get("fallback")
+    timeout = origin.get("timeout")
+    if fallback == "timeout":
+        why = f"timeout after {timeout:g} s" if isinstance(timeout, (int, float)) else "timeout"
+    elif fallback == "failed":
+        error = origin.get("error")
+        why = f"{plural(attempts, 'attempt')} failed" + (
+            f", the last with {quoted(first_line(error), 120)}" if isinstance(error, str) else ""
+        )
+    else:
+        why = _FALLBACK_WORDS.get(str(fallback), said(fallback))
+    return f"summary: extractive ({why})"

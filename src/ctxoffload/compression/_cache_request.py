@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,9 @@ from ..model import ChatModel
 from ..text import message_lines
 from ..tokens import TokenCounter
 from ._config import CHARS_PER_TOKEN, ContextConfig
-from ._summarize import SummaryOutcome, bound_summary, parse_summary
+from ._summarize import SummaryOutcome, bound_summary
+from ._summary_model import Summary
+from ._summary_parse import read_summary
 
 __all__ = ["LastRequest", "same_model", "summarize_from_cache"]
 
@@ -103,11 +105,13 @@ async def summarize_from_cache(
     counter: TokenCounter,
     window: int | None,
     timeout: float | None = None,
+    fill: Callable[[], Summary] | None = None,
 ) -> SummaryOutcome | None:
     """The summary of `leaving`, asked with the previous request as its prefix; None when
     that request cannot be used or the model does not give a valid summary in one call
     within `timeout` seconds (`summary_timeout` when None; the caller then makes the usual
-    request)."""
+    request). A field the reply lacks is taken from `fill()` (the extractive summary);
+    without `fill`, such a reply is not valid."""
     timeout = config.summary_timeout if timeout is None else timeout
     request = cached_request(last, leaving, config)
     if request is None or timeout <= 0:
@@ -122,7 +126,10 @@ async def summarize_from_cache(
             ),
             timeout,
         )
-        summary = bound_summary(parse_summary(reply.message.text), max_chars)
+        found = read_summary(reply.message.text)
+        summary = bound_summary(
+            found.summary(fill() if found.missing and fill is not None else None), max_chars
+        )
     except asyncio.TimeoutError:
         logger.warning(
             "the cache-shaped summary request had no answer within summary_timeout=%g s; "
@@ -136,4 +143,6 @@ async def summarize_from_cache(
     except Exception as exc:
         logger.warning("the cache-shaped summary request failed (%s); asking anew", exc)
         return None
-    return SummaryOutcome(summary, "model", 1, 1)
+    return SummaryOutcome(
+        summary, "model", 1, 1, reply=found.shape, filled=found.missing, cut=found.cut
+    )

@@ -34,8 +34,9 @@ from ._protect import is_pinned
 from ._result import CompressionResult
 from ._services import RunServices, RunSettings
 from ._split import Split, SplitByTokens, SplitStrategy
-from ._summarize import SummaryOutcome, summarize
+from ._summarize import SummaryOutcome, extract, summarize
 from ._summary_message import SummaryState
+from ._summary_model import Summary
 from ._truncator import FRESH_PREVIEW_FLOOR, Truncator
 from ._turns import is_user_request
 
@@ -343,6 +344,13 @@ class Compaction:
         started = time.monotonic()
         timeout = cfg.summary_timeout if deadline is None else max(0.0, deadline - started)
         if model is not None and last is not None and same_model(model, last.model):
+            state = self.services.state
+            max_chars = cfg.summary_budget_tokens(window) * CHARS_PER_TOKEN
+
+            def fill() -> Summary:
+                artifacts = [a.describe() for a in state.newest_artifacts()]
+                return extract(older, cfg, max_chars, state.summary, artifacts, lines)
+
             cached = await summarize_from_cache(
                 last,
                 older,
@@ -350,6 +358,7 @@ class Compaction:
                 counter=self.services.counter,
                 window=window,
                 timeout=timeout,
+                fill=fill,
             )
             if cached is not None:
                 return cached, "cached_prefix"
@@ -433,6 +442,9 @@ class Compaction:
                 summary_source=outcome.source,
                 summary_model=model_label(self.model) if outcome.source == "model" else None,
                 summary_model_calls=outcome.model_calls,
+                summary_origin=outcome.origin(
+                    model_label(self.model) if outcome.source == "model" else None
+                ),
                 **({"summary_input": outcome.report()} if outcome.source == "model" else {}),
                 artifacts=index.report(),
                 recoverable=recoverable,

@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from .._depth import MAX_DEPTH, load_json
 from ..exceptions import ContextOverflowError
 from ..messages import Msg
 from ..model import ChatModel
@@ -36,6 +33,8 @@ from ..tokens import TokenCounter
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._summary_extract import EXTRACTIVE_FIELD_CHARS, extractive_summary
 from ._summary_model import Summary
+from ._summary_outcome import Attempts, SummaryOutcome
+from ._summary_parse import is_refusal, parse_summary, read_summary
 
 __all__ = [
     "EXTRACTIVE_FIELD_CHARS",
@@ -55,34 +54,6 @@ _CHUNK_SHARE = 0.5
 # The most characters of one message the summary model is sent (`transcript_entry`): the
 # rest is in the context log, which the summary names.
 _ENTRY_CHAR_CAP = 20_000
-
-
-@dataclass
-class SummaryOutcome:
-    """A summary and how it was made.
-
-    Attributes:
-        summary: the summary.
-        source: "model" or "extractive".
-        model_calls: the requests made to the summary model, retries included.
-        chunks: how many parts the messages sent were split into.
-        sent: how many of the messages (the newest) the summary model was sent.
-        sent_tokens: what those cost, as the requests were sized.
-        folded: how many older messages were folded in as an extractive summary instead
-            (see `ContextConfig.summary_input_tokens`).
-    """
-
-    summary: Summary
-    source: str  # "model" or "extractive"
-    model_calls: int
-    chunks: int
-    sent: int = 0
-    sent_tokens: int = 0
-    folded: int = 0
-
-    def report(self) -> dict[str, int]:
-        """What the summary model was sent, for a compaction's event."""
-        return {"sent": self.sent, "tokens": self.sent_tokens, "folded": self.folded}
 
 
 # Tokens an entry adds around the message's own content: role tags, tool-call and result
@@ -135,52 +106,6 @@ def _request(config: ContextConfig, previous: Summary | None, entries: list[str]
     return [Msg(role="system", content=config.compression_prompt), Msg(role="user", content=body)]
 
 
-# A refusal opens with an apology or goes straight to "I can't"; both end in a refusal verb
-# aimed at the request. A field that says this and little else (a sentence or two, no more
-# than `_REFUSAL_MAX_CHARS`) refuses; a field that quotes an apology among facts does not.
-_REFUSAL = re.compile(
-    r"""^\W*
-    (?:(?:i['’]?m|i\s+am|we\s+are|we['’]re)\s+(?:so\s+|very\s+|truly\s+)?sorry
-      |sorry|i\s+apologi[sz]e|we\s+apologi[sz]e|my\s+apologies|apologies
-      |unfortunately)?
-    [\s,.!:;—–-]*(?:but\s+)?
-    (?:as\s+an\s+ai[^,.]*[,.]?\s*)?
-    (?:i|we)\s*
-    (?:(?:can['’]?t|cannot|can\s+not|won['’]?t|will\s+not|am\s+not\s+able\s+to
-         |['’]m\s+not\s+able\s+to|am\s+unable\s+to|['’]m\s+unable\s+to)
-       \s*(?:help|assist|comply|provide|fulfil|fulfill|continue|summari[sz]e|complete
-         |process|engage|respond|share|do\s+(?:that|this|so))\b
-      |(?:must|have\s+to)\s+decline|do\s+not\s+feel\s+comfortable
-      |don['’]t\s+feel\s+comfortable)
-    """,
-    re.IGNORECASE | re.VERBOSE,
-)
-_REFUSAL_MAX_CHARS = 300
-_EMPTY_FIELD = re.compile(r"^\W*(?:none|n/?a|nothing|-)?\W*$", re.IGNORECASE)
-
-
-def is_refusal(text: str) -> bool:
-    """Whether `text` only refuses or apologises, as a summary model declining the task does.
-
-    The rule: the text is short (at most 300 characters) and opens with a refusal ("I can't
-    help with that", "I am unable to ...", "I cannot comply ..."), optionally after an
-    apology ("I'm sorry, but ...", "I apologize, but ...", "Unfortunately, ..."). A text that
-    mentions an apology among facts, starts with one and goes on about something else
-    ("Sorry, the build is broken: ..."), or is longer, is not a refusal.
-    """
-    stripped = text.strip()
-    if not stripped or len(stripped) > _REFUSAL_MAX_CHARS:
-        return False
-    return _REFUSAL.match(stripped) is not None
-
-
-def refuses(summary: Summary) -> bool:
-    """Whether every field of `summary` is empty, "none", or a refusal, and one refuses."""
-    values = [str(getattr(summary, name)) for name in Summary.model_fields]
-    meaningful = [v for v in values if not _EMPTY_FIELD.match(v)]
-    return bool(meaningful) and all(is_refusal(v) for v in meaningful)
-
-
 def cut_field(text: str, limit: int, why: str = "cut to the summary budget") -> str:
     """A summary field of at most `limit` characters: its start, then a note saying how many
     characters were cut and `why` (where the whole field is, when it is somewhere).
@@ -226,48 +151,65 @@ def bound_summary(summary: Summary, max_chars: int) -> Summary:
     )
 
 
-def parse_summary(text: str) -> Summary:
-    """A summary model's reply as a `Summary` (a fenced JSON block accepted).
+async def _ask(
+    model: ChatModel,
+    request: list[Msg],
+    config: ContextConfig,
+    attempts: Attempts,
+    max_chars: int,
+    fill: Callable[[], Summary],
+) -> Summary:
+    """The model's summary for `request`, asked again on an invalid reply or a failure.
+
+    The reply is read field by field (`read_summary`); a field it lacks is taken from
+    `fill()` (the extractive summary), and `attempts` says which, and how the reply was
+    written.
 
     Raises:
-        ValueError: not a JSON object of the summary's fields, every field empty, or a
-            refusal.
+        ContextOverflowError: the request is over the model's window.
+        RuntimeError: no valid reply after `summary_max_retries` more attempts.
     """
-    cleaned = text.strip()
-    fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", cleaned, flags=re.DOTALL)
-    if fenced:
-        cleaned = fenced.group(1)
-    data = load_json(cleaned, MAX_DEPTH)
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-    summary = Summary.model_validate(data)
-    if not any(getattr(summary, name).strip() for name in Summary.model_fields):
-        raise ValueError("every field of the summary is empty")
-    if refuses(summary):
-        raise ValueError("the summary only refuses or apologises")
-    return summary
-
-
-async def _ask(
-    model: ChatModel, request: list[Msg], config: ContextConfig, calls: list[int], max_chars: int
-) -> Summary:
-    last_error: Exception | None = None
     for _ in range(config.summary_max_retries + 1):
-        calls[0] += 1
+        attempts.calls += 1
         try:
             reply = await model.generate(request, response_schema=config.summary_schema)
-            return bound_summary(parse_summary(reply.message.text), max_chars)
+            found = read_summary(reply.message.text)
+            summary = found.summary(fill() if found.missing else None)
         except ContextOverflowError:
             raise
         except (ValueError, ValidationError) as exc:
-            last_error = exc
+            attempts.failed(exc)
             logger.warning("summary model returned an invalid summary (%s); retrying", exc)
+            continue
         except Exception as exc:
-            last_error = exc
+            attempts.failed(exc)
             logger.warning("summary model call failed (%s); retrying", exc)
-    raise RuntimeError(f"no valid summary after {config.summary_max_retries + 1} attempts") from (
-        last_error
+            continue
+        attempts.reply, attempts.filled, attempts.cut = found.shape, found.missing, found.cut
+        if found.missing:
+            logger.info(
+                "the summary model's reply had no %s: taken from the extractive summary",
+                ", ".join(found.missing),
+            )
+        return bound_summary(summary, max_chars)
+    raise RuntimeError(f"no valid summary after {config.summary_max_retries + 1} attempts")
+
+
+def extract(
+    messages: Sequence[Msg],
+    config: ContextConfig,
+    max_chars: int,
+    previous: Summary | None = None,
+    artifacts: Sequence[str] = (),
+    lines: Mapping[str, int] | None = None,
+) -> Summary:
+    """The extractive summary of `messages` (with `previous` folded in), within `max_chars`:
+    what `summarize` falls back to, whole or field by field (`lines`: the line of
+    context.jsonl each message is on, by its id, which its discoveries name)."""
+    summary = extractive_summary(
+        messages, previous=previous, artifacts=_not_listed(artifacts, config), lines=lines
     )
+    return bound_summary(summary, max_chars)
 
 
 async def summarize(
@@ -309,14 +251,15 @@ async def summarize(
     max_chars = config.summary_budget_tokens(window) * CHARS_PER_TOKEN
     if previous is not None:
         previous = bound_summary(previous, max_chars)
-    calls = [0]
+    attempts = Attempts()
+    fallback = "no_model" if model is None else None if messages else "no_messages"
     if timeout is not None and timeout <= 0 and model is not None and messages:
         logger.warning(
             "no time is left of summary_timeout=%g s for the summary model; falling back to "
             "an extractive summary",
             config.summary_timeout,
         )
-        model = None
+        model, fallback = None, "no_time"
     if model is not None and messages:
         try:
             outcome = await asyncio.wait_for(
@@ -326,7 +269,7 @@ async def summarize(
                     config,
                     counter,
                     previous,
-                    calls,
+                    attempts,
                     max_chars,
                     config.summary_input_budget(window),
                     known_tokens,
@@ -341,13 +284,20 @@ async def summarize(
                 "to an extractive summary",
                 config.summary_timeout,
             )
-            outcome = None
+            outcome, fallback = None, "timeout"
         if outcome is not None:
             return outcome
-    summary = extractive_summary(
-        messages, previous=previous, artifacts=_not_listed(artifacts, config), lines=lines
+        if fallback is None:
+            fallback = "failed" if attempts.error is not None else "window"
+    return SummaryOutcome(
+        extract(messages, config, max_chars, previous, artifacts, lines),
+        "extractive",
+        attempts.calls,
+        0,
+        fallback=fallback,
+        error=attempts.error,
+        timeout=config.summary_timeout if fallback == "timeout" else None,
     )
-    return SummaryOutcome(bound_summary(summary, max_chars), "extractive", calls[0], 0)
 
 
 def _not_listed(artifacts: Sequence[str], config: ContextConfig) -> Sequence[str]:
@@ -365,7 +315,7 @@ async def _model_summary(
     config: ContextConfig,
     counter: TokenCounter,
     previous: Summary | None,
-    calls: list[int],
+    attempts: Attempts,
     max_chars: int,
     input_budget: int | None,
     known_tokens: Callable[[Msg], int | None] | None = None,
@@ -375,6 +325,15 @@ async def _model_summary(
     """The model's summary, in chunks that fit its window; None when it cannot give one."""
     entries, estimates = _entries_sent(messages, counter, input_budget, known_tokens)
     folded = len(messages) - len(entries)
+    extracted: list[Summary] = []
+
+    def fill() -> Summary:
+        """The extract of every message that leaves, for a field a reply lacks (made once)."""
+        if not extracted:
+            extracted.append(extract(messages, config, max_chars, earlier, artifacts, lines))
+        return extracted[0]
+
+    earlier = previous
     if folded:
         # What leaves beyond the input budget is summarised without a model, and that
         # summary rides in the first request as the summary of what came before.
@@ -402,11 +361,20 @@ async def _model_summary(
             summary = previous
             for chunk in chunks:
                 summary = await _ask(
-                    model, _request(config, summary, chunk), config, calls, max_chars
+                    model, _request(config, summary, chunk), config, attempts, max_chars, fill
                 )
             assert summary is not None
             return SummaryOutcome(
-                summary, "model", calls[0], len(chunks), len(entries), sum(estimates), folded
+                summary,
+                "model",
+                attempts.calls,
+                len(chunks),
+                len(entries),
+                sum(estimates),
+                folded,
+                reply=attempts.reply,
+                filled=attempts.filled,
+                cut=attempts.cut,
             )
         except ContextOverflowError:
             # Our count under-estimated the model's tokenizer: halve and retry.
