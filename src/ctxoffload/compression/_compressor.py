@@ -123,6 +123,10 @@ class Compressor:
         """The summary model; None gives extractive summaries only."""
         return self._services.settings.model
 
+    @model.setter
+    def model(self, model: ChatModel | None) -> None:
+        self._services.settings = replace(self._services.settings, model=model)
+
     @property
     def offloader(self) -> Offloader | None:
         """Where content goes before it leaves the context."""
