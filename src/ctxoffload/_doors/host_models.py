@@ -30,9 +30,8 @@ __all__ = [
 
 UNKNOWN_WINDOW = 32_000
 """The window a summary model is taken to have when neither its host nor the door's config
-says: it sizes the summary requests (half of it a request), so a smaller
-guess costs more requests, never an overflow of a smaller model (a request over the real
-window is halved and asked again)."""
+says: it sizes the summary requests (half of it a request), so a guess too large costs an
+overflow the summariser answers by halving the request and asking again, never a failure."""
 
 
 def summary_turns(messages: Sequence[Msg]) -> tuple[str, list[tuple[str, str]]]:
