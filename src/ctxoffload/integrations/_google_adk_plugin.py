@@ -278,11 +278,14 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
 
         def make() -> _Session:
             name = conversation_session(given)
+            summaries = self.summaries
             projector = Projector(
                 self.workspace,
                 name,
                 config=self.config,
-                model=self.summaries.model(),
+                # Each request names who writes its summary; a ChatModel given as it is
+                # may name the window too, as it did (an adapted ADK model's is a guess).
+                model=summaries.fixed if summaries.fixed is summaries.given else None,
                 reader_tools=self._readers,
             )
             return _Session(name, projector)
