@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -79,7 +80,7 @@ def ping() -> str:
         ({"model": NoWindowModel()}, "ContextConfig(context_window="),
         ({"model": BadWindowModel(0)}, "context_window 0"),
         ({"model": BadWindowModel("big")}, "context_window 'big'"),
-        ({"summary_model": SyncModel()}, "summary_model: SyncModel.generate is not async"),
+        ({"summary_model": SyncModel()}, "summary_model is SyncModel, not a ctxoffload ChatModel"),
         ({"offloader": SyncOffloader()}, "SyncOffloader.offload_context is not async"),
         ({"offloader": HalfOffloader()}, "HalfOffloader has no offload_data_block"),
         ({"tools": [ping, 3]}, "tools[1] is a int"),
@@ -176,6 +177,69 @@ async def test_a_scripted_model_without_summary_model_gets_extractive_summaries(
     assert reply.text == "finished"  # the script was not eaten by summary requests
     assert any(step.compressed for step in agent.steps)
     assert model.remaining == 0
+
+
+class ScriptPlayer:
+    """A model of the user's own (no `ScriptedModel`, so it writes the agent's summaries
+    unless told not to) that plays a `ScriptedModel`'s script."""
+
+    model_name = "player"
+    context_window = 4000
+
+    def __init__(self, script: list[Any]) -> None:
+        self.script = ScriptedModel(script)
+        self.schemas: list[object] = []
+
+    async def generate(self, messages: Sequence[Msg], **kwargs: Any) -> ModelResponse:
+        schema = kwargs.get("response_schema")
+        self.schemas.append(schema)
+        if schema is not None:  # a summary request: the five fields, not a turn
+            return ModelResponse(message=Msg(role="assistant", content=json.dumps(SUMMARY)))
+        return await self.script.generate(messages, tools=kwargs.get("tools"))
+
+
+async def compacting_run(tmp_path: Path, model: Any, **kwargs: Any) -> Agent:
+    agent = Agent(
+        model=model,
+        tools=[fetch],
+        offloader=LocalWorkspace(tmp_path / "ws"),
+        context_config=ContextConfig(context_window=4000, tool_result_limit=300),
+        counter=get_token_counter(exact=False),
+        **kwargs,
+    )
+    assert (await agent.reply("go")).text == "finished"
+    assert any(step.compressed for step in agent.steps)
+    return agent
+
+
+async def test_left_out_the_agents_own_model_writes_its_summaries(tmp_path: Path) -> None:
+    model = ScriptPlayer(calls(10))
+    agent = await compacting_run(tmp_path, model)
+    assert any(schema is not None for schema in model.schemas)  # asked for the five fields
+    assert agent.compressor.model is model
+    assert "scripted task_overview" in " ".join(m.text for m in agent.messages)
+
+
+async def test_summary_model_false_keeps_the_extract_and_never_asks_the_model(
+    tmp_path: Path,
+) -> None:
+    model = ScriptPlayer(calls(10))
+    agent = await compacting_run(tmp_path, model, summary_model=False)
+    assert model.schemas == [None] * len(model.schemas)  # no summary request, ever
+    assert agent.compressor.model is None
+    assert model.script.remaining == 0
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["gpt-4o-mini", 42, True, object()],
+    ids=["a model's name", "a number", "True", "an object"],
+)
+def test_a_summary_model_that_is_no_chat_model_is_refused_naming_the_opt_out(
+    given: object,
+) -> None:
+    with pytest.raises(ConfigError, match=r"summary_model=False"):
+        Agent(model=ScriptedModel(["hi"]), summary_model=given)  # type: ignore[arg-type]
 
 
 def test_one_scripted_model_as_both_model_and_summary_model_is_refused() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ctxoffload import (
+    ConfigError,
     ContextConfig,
     InvalidContent,
     InvalidSessionId,
@@ -584,3 +585,21 @@ async def test_a_restarted_process_whose_first_call_compacts_lists_the_files_sto
     assert len(compactions) >= 2, "the last call must compact for this test to say anything"
     assert b"tool_result-t2.txt" in neutral(sent[-1], tmp_path / "a")
     assert neutral(resumed, tmp_path / "b") == neutral(sent[-1], tmp_path / "a")
+
+
+async def test_a_summary_model_given_at_a_call_writes_the_summary_but_never_sets_the_window(
+    tmp_path: Path,
+) -> None:
+    """A door names the agent's model at each call (`project(summary_model=...)`); an adapted
+    host model reports a window that may be a guess, which must not become the projector's:
+    with no window known, the call is refused as before."""
+    history = [Msg(role="user", content=f"question {i} " * 60) for i in range(30)]
+    writer = ScriptedModel(default=summary_reply("per-call"), context_window=32_000)
+    unknown = Projector(LocalWorkspace(tmp_path / "a"), "s")
+    with pytest.raises(ConfigError, match="no context window is known"):
+        await unknown.project(history, summary_model=writer)
+    known = Projector(
+        LocalWorkspace(tmp_path / "b"), "s", config=ContextConfig(context_window=2_000)
+    )
+    sent = await known.project(history, summary_model=writer)
+    assert "per-call task_overview" in "\n".join(m.text for m in sent)

@@ -28,6 +28,7 @@ from frameworks import framework_required
 from workspace_kinds import local, memory, memory_bucket, sqlite
 
 from ctxoffload._disk.ids import session_id_for
+from ctxoffload._doors.doors import DOORS
 from ctxoffload.text import TRUNCATION_MARKER
 from helpers import install_hint
 
@@ -145,6 +146,13 @@ class DoorDriver:
     def make(self, workspace: Any) -> Any:
         """The door on `workspace`, built as the host's guide builds it."""
         raise NotImplementedError
+
+    def make_summarizing(self, workspace: Any, summary_model: object) -> Any:
+        """The door's summary writer (`Door.summaries`, a class of the door's module) built
+        on `workspace` with `summary_model`, as the host's guide builds it."""
+        module = importlib.import_module(f"ctxoffload.integrations.{self.door.replace('-', '_')}")
+        writer = getattr(module, DOORS[self.door].summaries)
+        return writer(workspace, summary_model=summary_model)
 
     def converse(self, made: Any, conversation: str | None, turns: list[Turn]) -> Outcome:
         """Play `turns` as one conversation (`conversation`: the host's own id for it; None:

@@ -50,6 +50,14 @@ class AgentDriver(DoorDriver):
         Agent(model=ScriptedModel([]), offloader=workspace, context_config=CONFIG)
         return _Made(workspace)
 
+    def make_summarizing(self, workspace: Any, summary_model: object) -> Agent:
+        return Agent(
+            model=ScriptedModel([]),
+            offloader=workspace,
+            context_config=CONFIG,
+            summary_model=summary_model,  # type: ignore[arg-type]
+        )
+
     def converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         return asyncio.run(self._converse(made, conversation, turns))
 

@@ -54,7 +54,9 @@ class CrewAIDriver(DoorDriver):
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.crewai import ContextOffloadHooks
 
-        return _Made(workspace, ContextOffloadHooks(workspace, config=CONFIG))
+        # The scripted LLM plays the conversation's turns: a summary request would take one
+        # (test_crewai_summary_model.py holds the summaries a model writes).
+        return _Made(workspace, ContextOffloadHooks(workspace, config=CONFIG, summary_model=False))
 
     def converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         from crewai_scripted import (
@@ -75,7 +77,9 @@ class CrewAIDriver(DoorDriver):
         if known is None:
             hooks = made.default
             if conversation is not None:
-                hooks = ContextOffloadHooks(made.workspace, config=CONFIG, session_id=conversation)
+                hooks = ContextOffloadHooks(
+                    made.workspace, config=CONFIG, session_id=conversation, summary_model=False
+                )
             known = (hooks, Scripted(model="scripted"), [])
             if conversation is not None:
                 made.conversations[conversation] = known

@@ -49,7 +49,9 @@ class GoogleAdkDriver(DoorDriver):
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.google_adk import ContextOffloadPlugin
 
-        return _Made(ContextOffloadPlugin(workspace, config=CONFIG))
+        # The scripted model plays the conversation's turns: a summary request would take
+        # one (test_google_adk_summary_model.py holds the summaries models write).
+        return _Made(ContextOffloadPlugin(workspace, config=CONFIG, summary_model=False))
 
     def converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         try:

@@ -52,6 +52,11 @@ class HaystackDriver(DoorDriver):
         WorkspaceResultStore(workspace)  # checked here, as a user builds it
         return _Made(workspace)
 
+    def make_summarizing(self, workspace: Any, summary_model: object) -> Any:
+        from ctxoffload.integrations.haystack import WorkspaceCompactor, WorkspaceResultStore
+
+        return WorkspaceCompactor(WorkspaceResultStore(workspace), summary_model=summary_model)
+
     def converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         from haystack.dataclasses import ChatMessage
         from haystack.hooks.compaction import CompactionHook

@@ -91,9 +91,14 @@ def runner_on(
     tools: list[Callable[..., Any]] | None = None,
     sessions: BaseSessionService | None = None,
     config: ContextConfig = CONFIG,
+    summary_model: Any = False,
 ) -> tuple[Runner, ContextOffloadPlugin]:
-    """A new runner whose agent has the plugin on a new workspace object on `folder`."""
-    offload = ContextOffloadPlugin(LocalWorkspace(folder), config=config)
+    """A new runner whose agent has the plugin on a new workspace object on `folder`
+    (`summary_model=False` by default: the scripted model plays the agent's turns, and a
+    summary request would take one; test_google_adk_summary_model.py holds the others)."""
+    offload = ContextOffloadPlugin(
+        LocalWorkspace(folder), config=config, summary_model=summary_model
+    )
     agent = LlmAgent(
         name="ops",
         model=model,

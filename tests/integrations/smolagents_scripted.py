@@ -22,6 +22,7 @@ from smolagents.monitoring import TokenUsage
 
 from ctxoffload import Msg
 from ctxoffload.tokens import get_token_counter
+from helpers import summary_reply
 
 BIG = "".join(f"03:{i % 60:02d} INFO export batch {i} done\n" for i in range(160_000))  # ~5 MB
 
@@ -43,17 +44,30 @@ def answer(text: str, call_id: str = "final") -> ChatMessage:
 
 class Scripted(Model):  # type: ignore[misc]
     """Answers from `replies` (or `reply(messages)`), recording what each call was sent as
-    (role, text) pairs, roles as the model sees them."""
+    (role, text) pairs, roles as the model sees them. A request for a `response_format` (a
+    summary the door asks the agent's own model for) is no turn of the script: it is kept in
+    `summaries` and answered with the five fields marked `scripted`."""
 
     def __init__(self, replies: Iterable[ChatMessage] = (), **kwargs: Any) -> None:
         super().__init__(model_id="scripted", **kwargs)
         self.replies = iter(replies)
         self.seen: list[list[tuple[str, str]]] = []
+        self.summaries: list[dict[str, Any]] = []
         self.reply: Callable[[list[tuple[str, str]]], ChatMessage] | None = None
         self._lock = threading.Lock()
 
     def generate(self, messages: list[Any], **kwargs: Any) -> ChatMessage:
         sent = [as_sent(m) for m in messages]
+        if kwargs.get("response_format") is not None:
+            with self._lock:
+                self.summaries.append(kwargs["response_format"])
+            return ChatMessage(
+                role=MessageRole.ASSISTANT,
+                content=json.dumps(summary_reply("scripted")),
+                token_usage=TokenUsage(
+                    input_tokens=sum(len(t) for _, t in sent) // 4, output_tokens=60
+                ),
+            )
         with self._lock:
             self.seen.append(sent)
             chosen = self.reply(sent) if self.reply is not None else next(self.replies)

@@ -162,6 +162,45 @@ def test_a_workdir_that_is_a_file_is_refused_at_construction(
     assert afile.read_text() == "not a folder"
 
 
+class NoFrameworksModel:
+    """A model of no framework: a name and a sync `generate`, which no door can ask."""
+
+    model_name = "homemade"
+
+    def generate(self, messages: object) -> str:
+        return "{}"
+
+
+summarizing = pytest.mark.parametrize(
+    "driver", [driver for driver in DRIVERS if DOORS[driver.door].summaries], ids=ids
+)
+
+
+@summarizing
+@pytest.mark.parametrize(
+    "given", [42, True, NoFrameworksModel()], ids=["a number", "True", "no framework's model"]
+)
+def test_a_summary_model_the_door_cannot_ask_is_refused_at_construction_naming_the_opt_out(
+    driver: DoorDriver, given: object, tmp_path: Path
+) -> None:
+    """Every door that writes summaries keeps one rule (DESIGN section 18): its host's model
+    or a ctxoffload ChatModel writes them, the agent's own by default, `summary_model=False`
+    keeps the extract, and anything else is refused when the door is built, never at the
+    first compaction deep in a run."""
+    skip_unless(driver, "checked at construction")
+    with pytest.raises(ConfigError) as refused:
+        driver.make_summarizing(LocalWorkspace(tmp_path / "ws"), given)
+    assert "summary_model=False" in str(refused.value)
+
+
+@summarizing
+def test_summary_model_false_is_the_extract_taken_at_construction(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    skip_unless(driver, "checked at construction")
+    assert driver.make_summarizing(LocalWorkspace(tmp_path / "ws"), False) is not None
+
+
 # -- stored once, whole --------------------------------------------------------------------------
 
 

@@ -26,3 +26,12 @@ def test_the_guide_example_runs_and_stores_the_log(tmp_path: Path) -> None:
     for line in sent:
         count, _, named = line.partition(" characters of the log sent, naming ")
         assert int(count) < 20_000 and named == str(stored.resolve())
+
+
+def test_the_summary_example_runs_offline(tmp_path: Path) -> None:
+    done = run_guide_example("crewai.md", tmp_path, block=1)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "gpt-4o-mini writes the summaries",
+        "refused: summary_model 'nosuch/model-1' is no model CrewAI makes an LLM of",
+    ]

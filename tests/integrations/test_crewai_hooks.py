@@ -78,7 +78,11 @@ def test_a_result_as_answer_tools_output_is_the_answer_whole(tmp_path: Path) -> 
 
 def test_a_long_run_is_compacted_and_nothing_is_lost(tmp_path: Path) -> None:
     workdir = tmp_path / "ws"
-    offload = ContextOffloadHooks(LocalWorkspace(workdir), config=CONFIG, session_id="long")
+    # The scripted LLM plays the agent's turns: a summary request would take one
+    # (test_crewai_summary_model.py holds the summaries a model writes).
+    offload = ContextOffloadHooks(
+        LocalWorkspace(workdir), config=CONFIG, session_id="long", summary_model=False
+    )
     outputs = [f"part {i}: " + "checked the export rows " * 30 for i in range(40)]
     replies = [call("fetch", {}, f"call_{i}") for i in range(40)] + [say("All 40 parts read.")]
     model = Scripted(model="scripted").script(replies)

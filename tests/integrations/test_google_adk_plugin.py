@@ -531,7 +531,9 @@ async def test_adks_own_compaction_runs_beside_the_plugin(tmp_path: Path) -> Non
 
     model = Scripted()
     summaries = Scripted(replies=[say(f"ADK's summary {i}") for i in range(10)])
-    offload = ContextOffloadPlugin(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    offload = ContextOffloadPlugin(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     agent = LlmAgent(name="ops", model=model, tools=offload.tools)
     compaction = EventsCompactionConfig(
         compaction_interval=2, overlap_size=0, summarizer=LlmEventSummarizer(llm=summaries)

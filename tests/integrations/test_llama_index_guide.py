@@ -19,3 +19,9 @@ def test_the_guide_example_runs_and_stores_the_log(tmp_path: Path) -> None:
     session = tmp_path / "agent_workspace" / "sessions" / "nightly-check"
     (stored,) = session.glob("tool_result-fetch_logs-*.txt")
     assert stored.read_text(encoding="utf-8").endswith("INFO nightly: batch 19999 done")
+
+
+def test_the_summary_example_runs_offline(tmp_path: Path) -> None:
+    done = run_guide_example("llama-index.md", tmp_path, block=1)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["refused: summary_model is the string 'gpt-4.1'"]

@@ -36,6 +36,9 @@ class Door:
         plugged_in: for a door whose read-back tools are given to the host apart from its
             hooks, the step that plugs the hooks in, said when its tools reach a run they
             are not in (`unplugged.LeftOut`).
+        summaries: the class of the door that takes `summary_model`, where ctxoffload writes
+            the door's summaries (by one rule, `summaries.SummaryWriter`: DESIGN §18); empty
+            where the host summarises with its own model, or nothing is summarised.
     """
 
     __slots__ = (
@@ -51,6 +54,7 @@ class Door:
         "projects",
         "records",
         "steps",
+        "summaries",
     )
 
     def __init__(
@@ -68,6 +72,7 @@ class Door:
         one_writer: str = "",
         plugged_in: str = "",
         steps: bool | None = None,
+        summaries: str = "",
     ) -> None:
         self.name = name
         self.host = host
@@ -80,6 +85,7 @@ class Door:
         self.compact = compact
         self.leases = leases
         self.plugged_in = plugged_in
+        self.summaries = summaries
         self.one_writer = one_writer or (
             f"a run holds the session's lease; a second live run of one conversation is "
             f"refused: {busy}"
@@ -104,6 +110,7 @@ DOORS: Mapping[str, Door] = {
             "call, every offload and compaction (its `session_start` opens the record)",
             busy="wait for it to stop, pass another session_id, or pass Agent(..., "
             "if_busy='fork') to continue in a fork of its saved state",
+            summaries="Agent",
         ),
         Door(
             "langchain",
@@ -114,6 +121,7 @@ DOORS: Mapping[str, Door] = {
             records=_PROJECTED,
             busy="wait for the other invoke of this thread to end, or give this one another "
             "thread_id",
+            summaries="ContextOffloadMiddleware",
         ),
         Door(
             "deepagents",
@@ -138,6 +146,7 @@ DOORS: Mapping[str, Door] = {
             records=_PROJECTED,
             busy="wait for the other run of this conversation to end, or give this run "
             "another conversation_id",
+            summaries="ContextOffload",
         ),
         Door(
             "openai-agents",
@@ -151,6 +160,7 @@ DOORS: Mapping[str, Door] = {
             "another session",
             plugged_in="give each run the filter: Runner.run(..., run_config="
             "RunConfig(call_model_input_filter=offload))",
+            summaries="OffloadingInputFilter",
         ),
         Door(
             "google-adk",
@@ -163,6 +173,7 @@ DOORS: Mapping[str, Door] = {
             "another session (session_service.create_session(...))",
             plugged_in="give the runner the plugin itself: App(..., plugins=[offload]) or "
             "Runner(..., plugins=[offload])",
+            summaries="ContextOffloadPlugin",
         ),
         Door(
             "llama-index",
@@ -180,6 +191,7 @@ DOORS: Mapping[str, Door] = {
             "(or until it is dropped); a second memory of the same session meanwhile is "
             "refused: close the other memory of this session (await memory.aclose()), or "
             "give this one another session_id",
+            summaries="OffloadingMemory",
         ),
         Door(
             "crewai",
@@ -193,6 +205,7 @@ DOORS: Mapping[str, Door] = {
             "ContextOffloadHooks with another session_id (or none: each kickoff then gets a "
             "session of its own)",
             plugged_in="kick off inside `with offload:`, or call offload.register() before",
+            summaries="ContextOffloadHooks",
         ),
         Door(
             "strands",
@@ -206,6 +219,7 @@ DOORS: Mapping[str, Door] = {
             busy="wait for the other agent of this session to stop, or give this manager "
             "another session_id; one manager serves one agent at a time: give each agent its "
             "own OffloadingConversationManager",
+            summaries="OffloadingConversationManager",
         ),
         Door(
             "strands-storage",
@@ -272,6 +286,7 @@ DOORS: Mapping[str, Door] = {
             busy="wait for the other run of this session to end, or build this agent's "
             "OffloadingStepCallbacks with another session_id (or none: each run then gets a "
             "session of its own)",
+            summaries="OffloadingStepCallbacks",
         ),
         Door(
             "haystack",
@@ -289,6 +304,7 @@ DOORS: Mapping[str, Door] = {
             leases=False,
             one_writer="a store sees single writes, not runs: each result is stored whole "
             "under a new name and never overwritten",
+            summaries="WorkspaceCompactor",
         ),
         Door(
             "mcp-proxy",

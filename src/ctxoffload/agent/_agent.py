@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from .._disk import events
 from .._disk.compact_requests import CompactRequests
@@ -40,6 +40,7 @@ from ._arguments import (
     check_settings,
     checked_request,
     context_pipeline,
+    summary_writer,
 )
 from ._busy import continue_in_fork, lost_lease
 from ._context_tools import (
@@ -79,10 +80,9 @@ class Agent:
     `offloader` must have async `offload_context`, `offload_tool_result` and
     `offload_data_block`; `tools` must be a list of callables; `max_steps` at least 1.
 
-    A `ScriptedModel` plays one step per call, summary requests included. So with a
-    `ScriptedModel` as `model` and no `summary_model`, summaries are extractive (logged at
-    INFO) rather than taken from the agent's script; passing the same `ScriptedModel` as
-    both is a `ConfigError`.
+    A `ScriptedModel` plays one step per call, summary requests included: as `model` with
+    no `summary_model`, its summaries are extractive (logged at INFO), not its script's
+    turns; the same `ScriptedModel` as both is a `ConfigError`.
 
     Args:
         name: the agent's name, used in messages and state.
@@ -96,8 +96,8 @@ class Agent:
             `ContextPipeline` (managers run at post_tool and pre_llm under activation
             rules). `ContextConfig()` when None.
         session_id: the workspace session; a new one is generated when not given.
-        summary_model: a (cheaper) model for summaries; defaults to `model` (except for a
-            `ScriptedModel`, see above).
+        summary_model: a (cheaper) model for summaries; left out, `model` writes them (not
+            a `ScriptedModel`, see above); False: extractive summaries, no model asked.
         max_steps: model calls per `reply` before giving up.
         counter: the token counter; by default the exact one for `model`.
         on_event: called with each event of the session record (see "The session record"
@@ -140,7 +140,7 @@ class Agent:
         offloader: Offloader | None = None,
         context_config: ContextConfig | ContextPipeline | None = None,
         session_id: str | None = None,
-        summary_model: ChatModel | None = None,
+        summary_model: ChatModel | Literal[False] | None = None,
         max_steps: int = 30,
         counter: TokenCounter | None = None,
         on_event: EventCallback | None = None,
@@ -151,7 +151,8 @@ class Agent:
     ) -> None:
         pipeline = context_pipeline(context_config)
         config = pipeline.config
-        window = check_settings(model, summary_model, max_steps, if_busy, config)
+        window = check_settings(model, max_steps, if_busy, config)
+        summaries = summary_writer(model, summary_model)
         check_offloader(offloader)
         self.name = name
         self.model = model
@@ -172,7 +173,7 @@ class Agent:
         self.compressor = agent_compressor(
             config,
             model,
-            summary_model,
+            summaries,
             offloader,
             self.session_id,
             counter=counter,

@@ -14,6 +14,7 @@ from typing import Any
 from .._depth import STORE_DEPTH, depth_error, too_deep
 from .._doors.checks import checked_offloader
 from .._doors.doors import DOORS
+from .._doors.summaries import SummaryWriter
 from ..compression import Compressor, ContextConfig, ContextPipeline, EventCallback, ReaderTools
 from ..exceptions import ConfigError
 from ..messages import Msg
@@ -31,6 +32,7 @@ __all__ = [
     "checked_request",
     "context_pipeline",
     "reader_output_chars",
+    "summary_writer",
 ]
 
 IF_BUSY = ("raise", "fork")
@@ -39,10 +41,8 @@ IF_BUSY = ("raise", "fork")
 logger = logging.getLogger("ctxoffload")
 
 
-def check_settings(
-    model: Any, summary_model: Any, max_steps: Any, if_busy: str, config: ContextConfig
-) -> int | None:
-    """Check the agent's models, `max_steps` and `if_busy` against `config`.
+def check_settings(model: Any, max_steps: Any, if_busy: str, config: ContextConfig) -> int | None:
+    """Check the agent's model, `max_steps` and `if_busy` against `config`.
 
     Returns:
         The model's window when it reports a usable one (the config's is used otherwise).
@@ -62,13 +62,25 @@ def check_settings(
     window = _model_window(model, config)
     if window is not None and config.context_window is None:
         config.check_window(window)  # the config's own window was checked when it was built
-    if summary_model is not None:
-        _check_model(summary_model, "summary_model")
+    return window
+
+
+def summary_writer(model: Any, summary_model: Any) -> SummaryWriter:
+    """Who writes the agent's summaries, by the rule every door keeps (`SummaryWriter`):
+    `summary_model` (a ctxoffload `ChatModel`), else `model`, or the extract for
+    `summary_model=False`. A `ScriptedModel` as `model` writes none: its script is the
+    agent's turns, which summary requests would eat.
+
+    Raises:
+        ConfigError: `summary_model` is no `ChatModel` (a name, True, a sync model), or is
+            the agent's own `ScriptedModel`.
+    """
+    writer = SummaryWriter(summary_model)
     if summary_model is model and isinstance(model, ScriptedModel):
         raise ConfigError(
             "model and summary_model are the same ScriptedModel, so summary requests would "
             "play the agent's script: pass a separate ScriptedModel as summary_model, or "
-            "leave summary_model out for extractive summaries"
+            "summary_model=False (or leave it out) for extractive summaries"
         )
     if summary_model is None and isinstance(model, ScriptedModel):
         # INFO, not WARNING: a ScriptedModel is for tests and demos, where this is the
@@ -78,7 +90,7 @@ def check_settings(
             "extractive, so that summary requests do not play the agent's script; pass "
             "summary_model=ScriptedModel(...) for model-written summaries"
         )
-    return window
+    return writer
 
 
 def check_offloader(offloader: object) -> None:
@@ -228,7 +240,7 @@ def agent_tools(
 def agent_compressor(
     config: ContextConfig,
     model: ChatModel,
-    summary_model: ChatModel | None,
+    summaries: SummaryWriter,
     offloader: Offloader | None,
     session_id: str,
     *,
@@ -237,15 +249,12 @@ def agent_compressor(
     on_event: EventCallback | None,
     tools: dict[str, Tool],
 ) -> Compressor:
-    """The agent's compressor: summaries by `summary_model`, else by `model` (extractive
-    for a `ScriptedModel`, see `check_settings`); tokens counted by `counter`, else by the
-    exact counter for `model`; notices naming the reader tools among `tools`."""
-    summarizer: ChatModel | None = summary_model
-    if summarizer is None and not isinstance(model, ScriptedModel):
-        summarizer = model
+    """The agent's compressor: summaries by the model `summaries` names (`summary_writer`);
+    tokens counted by `counter`, else by the exact counter for `model`; notices naming the
+    reader tools among `tools`."""
     return Compressor(
         config,
-        model=summarizer,
+        model=summaries.model(None if isinstance(model, ScriptedModel) else model),
         offloader=offloader,
         session_id=session_id,
         counter=counter

@@ -96,6 +96,7 @@ class Compressor:
             context_window=context_window,
             host_readers=reader_tools,
             reader_names=frozenset(reader_names) if reader_names is not None else None,
+            window_model=model,
         )
         self._services = RunServices(
             settings,
@@ -122,6 +123,11 @@ class Compressor:
     def model(self) -> ChatModel | None:
         """The summary model; None gives extractive summaries only."""
         return self._services.settings.model
+
+    @model.setter
+    def model(self, model: ChatModel | None) -> None:
+        # Who writes the summaries from now on; the window stays what it was.
+        self._services.settings = replace(self._services.settings, model=model)
 
     @property
     def offloader(self) -> Offloader | None:

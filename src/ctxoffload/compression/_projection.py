@@ -184,6 +184,7 @@ class Projector:
         *,
         tools: Sequence[dict[str, Any]] = (),
         force: bool = False,
+        summary_model: ChatModel | None = None,
     ) -> list[Msg]:
         """The messages the model should be sent for `history`, the host's whole history.
 
@@ -198,6 +199,9 @@ class Projector:
                 compaction asked for from outside (`ctxoffload compact`,
                 `request_compaction`) is served the same way at the next call, as if the
                 context filled the window, and answered with a `compact` event.
+            summary_model: the model that writes the summaries from this call on, in place
+                of the one the projector was built with (a host's agent model, known only
+                at its call); None keeps the one it has.
 
         Returns:
             `Msg` objects: the ones given (converted from dicts once) where nothing changed,
@@ -215,6 +219,8 @@ class Projector:
                 "Anthropic message dicts"
             )
         async with self._lock():
+            if summary_model is not None:
+                self._compressor.model = summary_model
             # The call's events (a compaction's, its answer to a request) are written with
             # its record, in one append (`_record`); on an error, before it is raised.
             self._compressor.hold_events()
@@ -231,12 +237,15 @@ class Projector:
         *,
         tools: Sequence[dict[str, Any]] = (),
         force: bool = False,
+        summary_model: ChatModel | None = None,
     ) -> list[Msg]:
         """`project` for a host that calls from synchronous code: run on this projector's own
         event loop, by the calling thread (`CallerLoop`; with `background_compaction`, on a
         thread of the projector's own, started on the first call), so the workspace's locks
         and the projector's state stay on one loop whichever thread calls."""
-        return self._run_sync(self.project(history, tools=tools, force=force))
+        return self._run_sync(
+            self.project(history, tools=tools, force=force, summary_model=summary_model)
+        )
 
     async def report_usage(self, input_tokens: int) -> bool:
         """Fold the input tokens the provider reported for the latest projection back in: the

@@ -50,13 +50,16 @@ class RunSettings:
 
     Attributes:
         config: the thresholds, prompt and template.
-        model: the summary model; its window is the last resort for `window`.
+        model: the summary model.
         context_window: the window of the model whose context is managed, used when
             `config.context_window` is not set.
         host_readers: the host's tools for reading offloaded content back; they take
             precedence over `config.reader_tools`.
         reader_names: the exact names of the tools whose results read offloaded content
             back; None: ctxoffload's reader tool names and those of `readers`.
+        window_model: the model whose window is the last resort for `window`: the one the
+            compressor was built with, never one that writes its summaries from a later call
+            on (`Compressor.model`: a door's agent model, whose window a guess may stand for).
     """
 
     config: ContextConfig
@@ -64,6 +67,7 @@ class RunSettings:
     context_window: int | None = None
     host_readers: ReaderTools | None = None
     reader_names: frozenset[str] | None = None
+    window_model: ChatModel | None = None
 
     def over(self, config: ContextConfig | None) -> RunSettings:
         """These settings with `config` as the `ContextConfig` (itself when None)."""
@@ -86,8 +90,8 @@ class RunSettings:
     def window(self) -> int:
         """The context window in tokens that thresholds are computed against."""
         fallback = self.context_window
-        if fallback is None and self.model is not None:
-            fallback = self.model.context_window
+        if fallback is None and self.window_model is not None:
+            fallback = self.window_model.context_window
         return self.config.window(fallback)
 
     def known_window(self) -> int | None:

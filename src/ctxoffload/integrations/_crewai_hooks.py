@@ -35,16 +35,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .._doors.answers import answers_run
-from .._doors.checks import (
-    checked_config,
-    checked_positive,
-    checked_summary_model,
-    checked_workspace,
-)
+from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.recent import weak_entry
 from .._doors.runs import HostRuns
+from .._doors.summaries import SummaryWriter
 from .._doors.unplugged import LeftOut
 from .._loop import LoopThread
 from .._tokens.counters import count_over, fits_by_size
@@ -53,9 +49,9 @@ from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError, SessionBusyError
 from ..formats import from_openai, to_openai
 from ..messages import Msg, ToolResultBlock
-from ..model import ChatModel
 from ..workspace import Workspace
 from ._crewai_deferral import Deferral
+from ._crewai_summary import TAKES, crewai_summary_model
 from ._model_name import model_name_of
 from ._reading import read_back, reading_answer
 
@@ -124,15 +120,18 @@ class ContextOffloadHooks:
             `LocalWorkspace(path)`).
         config: when to truncate and when to summarise (its `context_window` is the window;
             without one, 128,000 tokens).
-        summary_model: a ctxoffload `ChatModel` that writes summaries; None for an
-            extractive summary.
+        summary_model: the model that writes summaries: a CrewAI `LLM` (any `BaseLLM`)
+            or a model string (`crewai.LLM(model=...)`), asked with `response_model`, or
+            a ctxoffload `ChatModel`. Left out, the calling agent's own `llm` writes them;
+            False: the extractive summary, no model asked.
         session_id: the session (a plain name) of every run; None for a new one per run.
         max_output_chars: longest answer of a reading tool.
         memory: give the agent the memory tool too (a `LocalWorkspace` only).
 
     Raises:
         ConfigError: `workspace` is no workspace (or a folder that is a file), `config` is
-            no `ContextConfig`, or `max_output_chars` is not a positive int.
+            no `ContextConfig`, `summary_model` is none of the above (a string CrewAI makes
+            no LLM of among them), or `max_output_chars` is not a positive int.
         InvalidSessionId: `session_id` is not a plain name.
 
     Example::
@@ -149,14 +148,17 @@ class ContextOffloadHooks:
         workspace: Workspace,
         *,
         config: ContextConfig | None = None,
-        summary_model: ChatModel | None = None,
+        summary_model: Any = None,
         session_id: str | None = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
     ) -> None:
         self.workspace = checked_workspace(workspace, _DOOR)
         self.config = checked_config(config)
-        self.summary_model = checked_summary_model(summary_model)
+        window = self.config.context_window
+        self.summaries = SummaryWriter(
+            summary_model, adapt=lambda llm: crewai_summary_model(llm, window), takes=TAKES
+        )
         self.session_id = given_session(session_id)
         checked_positive(max_output_chars, "max_output_chars")
         self._runs = HostRuns(workspace, _DOOR)
@@ -358,7 +360,9 @@ class ContextOffloadHooks:
         history = conversation.read(ctx.messages)
         conversation.projector.use_model(model_name_of(ctx.llm))
         tools = getattr(ctx.executor, "_openai_tools", None) or ()
-        projected = conversation.projector.project_sync(history, tools=list(tools))
+        projected = conversation.projector.project_sync(
+            history, tools=list(tools), summary_model=self.summaries.model(ctx.llm)
+        )
         sent = conversation.back(projected)
         if len(sent) != len(ctx.messages) or any(
             a is not b for a, b in zip(sent, ctx.messages, strict=True)
@@ -473,7 +477,7 @@ class _Run:
                     hooks.workspace,
                     self.session,
                     config=hooks.config,
-                    model=hooks.summary_model,
+                    model=hooks.summaries.model(),
                     context_window=hooks.config.context_window or _DEFAULT_WINDOW,
                     reader_tools=hooks._readers,
                 )

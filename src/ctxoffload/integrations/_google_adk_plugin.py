@@ -17,24 +17,20 @@ import json
 from typing import Any
 
 from .._doors.answers import answers_run
-from .._doors.checks import (
-    checked_config,
-    checked_positive,
-    checked_summary_model,
-    checked_workspace,
-)
+from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session
 from .._doors.runs import HostRuns, Kept
+from .._doors.summaries import SummaryWriter
 from .._doors.unplugged import LeftOut
 from .._overflow import is_context_overflow
 from .._tokens.counters import fits_by_size
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, TextBlock, ToolResultBlock
-from ..model import ChatModel
 from ..workspace import Workspace, writing_as
 from ._google_adk_messages import INSTALL_HINT, GenaiHistory, response_key, response_text
+from ._google_adk_summary import TAKES, adk_summary_model
 from ._message_ids import message_id
 from ._model_name import model_name_of
 from ._reading import read_back
@@ -81,15 +77,19 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         workspace: where offloaded content goes (a `Workspace`; a path is refused: pass
             `LocalWorkspace(path)`).
         config: when to truncate and when to summarise (its `context_window` is the window).
-        summary_model: a ctxoffload `ChatModel` that writes summaries; None for an extractive
-            summary.
+        summary_model: the model that writes summaries: an ADK `BaseLlm` (`Gemini(...)`,
+            `LiteLlm(...)`) or a model string ADK's registry resolves (`"gemini-2.5-flash"`),
+            asked with ADK's structured output, or a ctxoffload `ChatModel`. Left out, the
+            model of the agent whose request is compacted writes them (its
+            `canonical_model`); False: the extractive summary, no model asked.
         max_output_chars: longest answer of a reading tool.
         memory: give the agent the memory tool too (a `LocalWorkspace` only).
         name: the plugin's name in ADK (unique among the runner's plugins).
 
     Raises:
         ConfigError: `workspace` is no workspace (or a folder that is a file), `config` is
-            no `ContextConfig`, or `max_output_chars` is not a positive int.
+            no `ContextConfig`, `summary_model` is none of the above (a string ADK cannot
+            resolve among them), or `max_output_chars` is not a positive int.
 
     Example::
 
@@ -105,7 +105,7 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         workspace: Workspace,
         *,
         config: ContextConfig | None = None,
-        summary_model: ChatModel | None = None,
+        summary_model: Any = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
         name: str = "ctxoffload",
@@ -113,7 +113,10 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         super().__init__(name=name)
         self.workspace = checked_workspace(workspace, _DOOR)
         self.config = checked_config(config)
-        self.summary_model = checked_summary_model(summary_model)
+        window = self.config.context_window
+        self.summaries = SummaryWriter(
+            summary_model, adapt=lambda model: adk_summary_model(model, window), takes=TAKES
+        )
         checked_positive(max_output_chars, "max_output_chars")
         reading = read_back(workspace, max_output_chars, config=self.config, memory=memory)
         self.tools = [_ReadingTool(function, self) for function in reading.functions]
@@ -125,6 +128,8 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         self._sessions: Kept[str, _Session] = self._runs.keep(_session_id, _Session.release)
         self._writing: dict[str, Any] = {}  # function call id -> its tool's `writing_as`
         self._overflowed: set[str] = set()
+        # Per run and agent: the agent's model, which writes its summaries by default.
+        self._agent_models: dict[tuple[str, str], Any] = {}
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -146,7 +151,21 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
     async def after_run_callback(self, *, invocation_context: Any) -> None:
         """The run has ended: give its session up."""
         session = conversation_session(conversation_of(invocation_context.session))
-        await self._runs.aend(session, invocation_context.invocation_id)
+        run = invocation_context.invocation_id
+        for key in [key for key in self._agent_models if key[0] == run]:
+            del self._agent_models[key]
+        await self._runs.aend(session, run)
+
+    async def before_agent_callback(self, *, agent: Any, callback_context: Any) -> Any:
+        """An agent of the run begins: its model (`canonical_model`, the `BaseLlm` its
+        model string resolves to) writes its summaries unless `summary_model` says."""
+        try:
+            model = agent.canonical_model
+        except Exception:  # an agent with no model of its own (a workflow agent)
+            model = None
+        if model is not None:
+            self._agent_models[(callback_context.invocation_id, str(agent.name))] = model
+        return None
 
     async def on_run_error_callback(self, *, invocation_context: Any, error: Exception) -> None:
         """The run failed: give its session up (a run that was refused holds nothing)."""
@@ -164,8 +183,15 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
         session.projector.use_model(model_name_of(llm_request.model))
         force = session.id in self._overflowed
         self._overflowed.discard(session.id)
+        agent_model = self._agent_models.get(
+            (callback_context.invocation_id, str(callback_context.agent_name)),
+            llm_request.model,
+        )
         projected = await session.projector.project(
-            history, tools=_schemas(llm_request.config.tools), force=force
+            history,
+            tools=_schemas(llm_request.config.tools),
+            force=force,
+            summary_model=self.summaries.model(agent_model),
         )
         llm_request.contents = read.back(projected)
         return None
@@ -252,11 +278,14 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
 
         def make() -> _Session:
             name = conversation_session(given)
+            summaries = self.summaries
             projector = Projector(
                 self.workspace,
                 name,
                 config=self.config,
-                model=self.summary_model,
+                # Each request names who writes its summary; a ChatModel given as it is
+                # may name the window too, as it did (an adapted ADK model's is a guess).
+                model=summaries.fixed if summaries.fixed is summaries.given else None,
                 reader_tools=self._readers,
             )
             return _Session(name, projector)

@@ -19,26 +19,22 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._doors.answers import answers_run
-from .._doors.checks import (
-    checked_config,
-    checked_positive,
-    checked_summary_model,
-    checked_workspace,
-)
+from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_host_id
 from .._doors.runs import HostRuns
+from .._doors.summaries import SummaryWriter
 from .._loop import LoopLock
 from .._tokens.counters import fits_by_size
 from ..agent import as_tool
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError, InvalidContent
 from ..messages import Msg, ToolResultBlock
-from ..model import ChatModel
 from ..tokens import TokenCounter
 from ..workspace import Workspace, writing_as
 from ._call_arguments import cut_arguments, openai_call_with
 from ._llama_index_messages import INSTALL_HINT, message_text, read_message, to_llama_index
+from ._llama_index_summary import TAKES, llama_index_summary_model
 from ._reading import read_back
 
 __all__ = ["OffloadingMemory"]
@@ -95,8 +91,10 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         workspace: where offloaded content goes (a `Workspace`; a path is refused).
         config: when to truncate and when to summarise; its `context_window` is the window
             (else the memory's `token_limit`).
-        summary_model: a ctxoffload `ChatModel` that writes summaries; None for an extractive
-            summary.
+        summary_model: the LlamaIndex `LLM` that writes summaries (the agent's `llm`, or a
+            cheaper one), asked with LlamaIndex's function-calling structured output where
+            it calls tools; or a ctxoffload `ChatModel`. Left out, summaries are extractive:
+            a LlamaIndex agent never hands its LLM to its memory. False: extractive too.
         max_output_chars: longest answer of a reading tool.
         memory: give the agent the memory tool too (a `LocalWorkspace` only).
         **data: the `Memory`'s fields (`session_id`, `sql_store`, `token_limit`, ...).
@@ -137,7 +135,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         workspace: Workspace,
         *,
         config: ContextConfig | None = None,
-        summary_model: ChatModel | None = None,
+        summary_model: Any = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
         **data: Any,
@@ -145,6 +143,10 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         checked = checked_workspace(workspace, _DOOR)
         context = checked_config(config)
         checked_positive(max_output_chars, "max_output_chars")
+        window = context.context_window
+        summaries = SummaryWriter(
+            summary_model, adapt=lambda llm: llama_index_summary_model(llm, window), takes=TAKES
+        )
         data.setdefault("token_limit", context.context_window or _DEFAULT_TOKEN_LIMIT)
         given_host_id(data.get("session_id"))
         if data.get("session_id") is None:
@@ -166,7 +168,8 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
             checked,
             self._session,
             config=context,
-            model=checked_summary_model(summary_model),
+            # The agent's LLM is never the memory's to see: the one given, else the extract.
+            model=summaries.model(),
             context_window=context.context_window or self.token_limit,
             reader_tools=reading.readers,
         )
@@ -184,7 +187,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
         *,
         session_id: str | None = None,
         config: ContextConfig | None = None,
-        summary_model: ChatModel | None = None,
+        summary_model: Any = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
         chat_history: list[Any] | None = None,
@@ -204,7 +207,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
             session_id: the conversation (LlamaIndex's key in the chat store, and the
                 ctxoffload session, mapped by the one rule); None for a new one.
             config: when to truncate and when to summarise.
-            summary_model: a ctxoffload `ChatModel` that writes summaries.
+            summary_model: the LlamaIndex `LLM` that writes summaries (see the class).
             max_output_chars: longest answer of a reading tool.
             memory: give the agent the memory tool too.
             chat_history: messages the memory starts with (replacing what the store holds).

@@ -30,15 +30,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .._disk.compact_requests import CompactRequests
-from .._doors.checks import (
-    checked_config,
-    checked_positive,
-    checked_summary_model,
-    checked_workspace,
-)
+from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.runs import begin_run
+from .._doors.summaries import SummaryWriter
 from .._loop import LoopThread
 from .._message_log import InlinePayloads, ModelCalls
 from .._tokens.counters import fits_by_size
@@ -57,7 +53,6 @@ from ..compression import (
 from ..compression import MessageCounter as _Counter
 from ..exceptions import ConfigError
 from ..messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
-from ..model import ChatModel
 from ..tokens import get_token_counter
 from ..workspace import EventLog, SessionLease, Workspace, writing_as
 from ._model_name import model_name_of
@@ -71,6 +66,7 @@ from ._smolagents_steps import (
     chat_messages_as_msgs,
     step_key,
 )
+from ._smolagents_summary import TAKES, smolagents_summary_model
 
 __all__ = ["OffloadingStepCallbacks"]
 
@@ -122,15 +118,18 @@ class OffloadingStepCallbacks(dict[Any, list[Callable[..., None]]]):
             `LocalWorkspace(path)`).
         config: when to truncate and when to summarise (its `context_window` is the window;
             without one, 128,000 tokens).
-        summary_model: a ctxoffload `ChatModel` that writes summaries; None for an
-            extractive summary.
+        summary_model: the smolagents `Model` that writes summaries (asked with
+            `response_format`, smolagents' structured output, where it takes one), or a
+            ctxoffload `ChatModel`. Left out, the agent's own `model` writes them; False:
+            the extractive summary, no model asked.
         session_id: the session (a plain name) of every run; None for a new one per run.
         max_output_chars: longest answer of a reading tool.
         memory: give the agent the memory tool too (a `LocalWorkspace` only).
 
     Raises:
         ConfigError: `workspace` is no workspace (or a folder that is a file), `config` is
-            no `ContextConfig`, or `max_output_chars` is not a positive int.
+            no `ContextConfig`, `summary_model` is none of the above, or `max_output_chars`
+            is not a positive int.
         InvalidSessionId: `session_id` is not a plain name.
 
     Example::
@@ -146,14 +145,17 @@ class OffloadingStepCallbacks(dict[Any, list[Callable[..., None]]]):
         workspace: Workspace,
         *,
         config: ContextConfig | None = None,
-        summary_model: ChatModel | None = None,
+        summary_model: Any = None,
         session_id: str | None = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
     ) -> None:
         self.workspace = checked_workspace(workspace, _DOOR)
         self.config = checked_config(config)
-        self.summary_model = checked_summary_model(summary_model)
+        window = self.config.context_window
+        self.summaries = SummaryWriter(
+            summary_model, adapt=lambda model: smolagents_summary_model(model, window), takes=TAKES
+        )
         self.session_id = given_session(session_id)
         checked_positive(max_output_chars, "max_output_chars")
         self._loop = LoopThread("ctxoffload-smolagents")
@@ -387,7 +389,7 @@ class _Conversation:
         workspace = owner.workspace
         compressor = Compressor(
             owner.config,
-            model=owner.summary_model,
+            model=owner.summaries.model(getattr(agent, "model", None)),
             offloader=workspace,
             session_id=session,
             counter=get_token_counter(model_name_of(getattr(agent, "model", None))),
