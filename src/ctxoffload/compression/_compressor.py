@@ -123,6 +123,12 @@ class Compressor:
         """The summary model; None gives extractive summaries only."""
         return self._services.settings.model
 
+    @model.setter
+    def model(self, model: ChatModel | None) -> None:
+        # A host door learns the agent's model at its first call, after the compressor was
+        # made: from the next summary on, that model writes them (None: the extract).
+        self._services.settings = replace(self._services.settings, model=model)
+
     @property
     def offloader(self) -> Offloader | None:
         """Where content goes before it leaves the context."""
