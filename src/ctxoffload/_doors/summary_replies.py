@@ -10,6 +10,7 @@ that object as JSON, with the tokens the host reported.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,8 @@ __all__ = [
     "unresolved",
     "usage_of",
 ]
+
+logger = logging.getLogger("ctxoffload")
 
 SUMMARY_WINDOW = 128_000
 """The window a summary model is taken to have when neither it nor the door's config says
@@ -52,13 +55,23 @@ def summary_reply(answer: object, usage: Usage | None = None) -> ModelResponse:
     return ModelResponse(message=Msg(role="assistant", content=text), usage=usage)
 
 
-def summary_window(*windows: object) -> int:
+def summary_window(*windows: object, model_name: str = "") -> int:
     """The first of `windows` that is a positive int (the model's own, the config's, the
-    agent's), else `SUMMARY_WINDOW`: a summary model given a window of 0 would never be
-    sent a chunk, and every summary would be the extract."""
+    agent's), else `SUMMARY_WINDOW`, said in a log record as `OpenAIChatModel` says it: a
+    summary model given a window of 0 would never be sent a chunk, and every summary would
+    be the extract. Where the door's config has no window either, it is the agent's too
+    (the compressor's last resort), so the record names the fix."""
     for window in windows:
         if isinstance(window, int) and not isinstance(window, bool) and window > 0:
             return window
+    # A log record rather than warnings.warn, as for OpenAIChatModel: test suites that run
+    # with warnings as errors must still be able to build a door on a fake model.
+    logger.warning(
+        "context window of summary model %r is unknown; assuming %d tokens. Set "
+        "ContextConfig(context_window=...) to the model's window",
+        model_name,
+        SUMMARY_WINDOW,
+    )
     return SUMMARY_WINDOW
 
 

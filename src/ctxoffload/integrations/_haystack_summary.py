@@ -84,7 +84,7 @@ class HaystackSummaryModel:
     def __init__(self, generator: Any, context_window: int | None = None) -> None:
         self.generator = generator
         self.model_name = masked_name(model_name_of(generator) or type(generator).__name__)
-        self.context_window = summary_window(context_window)
+        self.context_window = summary_window(context_window, model_name=self.model_name)
         parameters = inspect.signature(generator.run).parameters
         self._takes_kwargs = "generation_kwargs" in parameters
         self._takes_callback = "streaming_callback" in parameters

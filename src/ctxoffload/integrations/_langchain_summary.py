@@ -86,7 +86,9 @@ class LangChainSummaryModel:
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         self.model = model
         self.model_name = masked_name(model_name_of(model) or type(model).__name__)
-        self.context_window = summary_window(declared_window(model), context_window)
+        self.context_window = summary_window(
+            declared_window(model), context_window, model_name=self.model_name
+        )
         self._guard = threading.Lock()
         # Per schema (as JSON): the model with LangChain's structured output, or None when
         # the model has none (its `bind_tools` is BaseChatModel's, which raises).

@@ -89,7 +89,7 @@ class AgentsSummaryModel:
         self._model = model
         name = model if isinstance(model, str) else getattr(model, "model", None)
         self.model_name = masked_name(name if isinstance(name, str) else type(model).__name__)
-        self.context_window = summary_window(context_window)
+        self.context_window = summary_window(context_window, model_name=self.model_name)
 
     def _resolved(self) -> Any:
         if isinstance(self._model, str):

@@ -84,7 +84,9 @@ class PydanticAISummaryModel:
             model = model.wrapped  # its spans would show the summary as the agent's request
         self.model = model
         self.model_name = masked_name(model_name_of(model) or type(model).__name__)
-        self.context_window = summary_window(_declared_window(model), context_window)
+        self.context_window = summary_window(
+            _declared_window(model), context_window, model_name=self.model_name
+        )
 
     async def generate(
         self,

@@ -61,7 +61,7 @@ class StrandsSummaryModel:
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         self.model = model
         self.model_name = masked_name(model_name_of(model) or type(model).__name__)
-        self.context_window = summary_window(context_window)
+        self.context_window = summary_window(context_window, model_name=self.model_name)
         # Whether the model has structured output; None until its first summary says.
         self._structured: bool | None = None
 
