@@ -216,3 +216,12 @@ def test_two_agents_at_once_share_one_generator(tmp_path: Path) -> None:
     for model, name in zip(models, "ab", strict=True):
         assert written("shared", model.seen[-1])
         assert compactions(tmp_path / name)[0]["summary_source"] == "model"
+
+
+def test_a_name_holding_a_secret_is_refused_without_quoting_it(tmp_path: Path) -> None:
+    store = WorkspaceResultStore(LocalWorkspace(tmp_path / "ws"), session_id="s")
+    name = "https://ana:sk-live-0123456789abcdef@llm.example.com/v1?api_key=sk-other-987654"
+    with pytest.raises(ConfigError) as refused:
+        WorkspaceCompactor(store, summary_model=name)
+    said = str(refused.value)
+    assert "sk-live-0123456789abcdef" not in said and "sk-other-987654" not in said

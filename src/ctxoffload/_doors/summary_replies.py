@@ -24,6 +24,7 @@ from ..model import ModelResponse, Usage
 __all__ = [
     "SUMMARY_WINDOW",
     "masked_name",
+    "name_refused",
     "summary_reply",
     "summary_window",
     "unresolved",
@@ -96,6 +97,22 @@ def unresolved(name: str, host: str, takes: str, reason: BaseException) -> Confi
         f"summary_model {masked_name(name)!r} cannot be resolved by {host} ({said}): pass "
         f"{takes}, install the provider's package and set its key, or leave summary_model "
         "out for the agent's own model (summary_model=False for the extractive summary)"
+    )
+
+
+def name_refused(name: str, takes: str, why: str) -> ConfigError:
+    """The refusal of a model name by a door whose host takes none, naming what it takes
+    and never quoting a secret the name holds.
+
+    Args:
+        name: the model name given as `summary_model`.
+        takes: what the door takes as `summary_model`, in the refusal's words.
+        why: why a name does not do (where the host names its models).
+    """
+    return ConfigError(
+        f"summary_model is the string {masked_name(name)!r}, not {takes}, or a ctxoffload "
+        f"ChatModel ({why}): pass one of those, leave it out for the agent's own model, or "
+        "summary_model=False for the extractive summary"
     )
 
 

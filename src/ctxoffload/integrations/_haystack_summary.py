@@ -26,7 +26,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._doors.summaries import SummaryWriter
-from .._doors.summary_replies import masked_name, summary_reply, summary_window, usage_of
+from .._doors.summary_replies import (
+    masked_name,
+    name_refused,
+    summary_reply,
+    summary_window,
+    usage_of,
+)
 from ..messages import Msg
 from ..model import ModelResponse, Usage
 from ._model_name import model_name_of
@@ -55,6 +61,8 @@ def summary_writer(given: object, context_window: int | None) -> SummaryWriter:
     """
 
     def adapt(model: object) -> HaystackSummaryModel | None:
+        if isinstance(model, str):
+            raise name_refused(model, TAKES, "Haystack names a model only inside a chat generator")
         if not is_chat_generator(model):
             return None
         return HaystackSummaryModel(model, context_window)

@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._doors.summaries import SummaryWriter
-from .._doors.summary_replies import masked_name, summary_reply, summary_window, usage_of
+from .._doors.summary_replies import (
+    masked_name,
+    name_refused,
+    summary_reply,
+    summary_window,
+    usage_of,
+)
 from ..compression import Summary
 from ..messages import Msg
 from ..model import ModelResponse, Usage
@@ -43,6 +49,10 @@ def summary_writer(given: object, context_window: int | None) -> SummaryWriter:
     """
 
     def adapt(model: object) -> StrandsSummaryModel | None:
+        if isinstance(model, str):
+            raise name_refused(
+                model, TAKES, "Strands builds a model from an id only inside Agent(model=...)"
+            )
         if not isinstance(model, _Model):
             return None
         return StrandsSummaryModel(model, context_window)
