@@ -29,7 +29,7 @@ from ..messages import Msg
 from ..model import ChatModel
 from ..workspace import Workspace
 from ._model_name import model_name_of
-from ._openai_agents_items import as_history, projected_items, tool_schemas
+from ._openai_agents_items import INSTALL_HINT, as_history, projected_items, tool_schemas
 from ._openai_agents_summary import summary_writer
 from ._reading import read_back, readers_for
 
@@ -37,8 +37,6 @@ __all__ = ["DOOR", "INSTALL_HINT", "OffloadingInputFilter", "sdk_run"]
 
 
 logger = logging.getLogger("ctxoffload")
-
-INSTALL_HINT = "The OpenAI Agents SDK is not installed: pip install 'ctxoffload[openai-agents]'"
 
 
 class OffloadingInputFilter:

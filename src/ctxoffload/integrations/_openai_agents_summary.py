@@ -13,6 +13,7 @@ span, no item of the run's, no session write holds it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import sys
@@ -27,18 +28,24 @@ from .._doors.summary_replies import (
     unresolved,
     usage_of,
 )
+from ..exceptions import ConfigError
 from ..messages import Msg
 from ..model import ModelResponse, Usage
+from ._openai_agents_items import INSTALL_HINT
 
 __all__ = ["AgentsSummaryModel", "summary_writer"]
 
-_interface: Any = importlib.import_module("agents.models.interface")
-_multi_provider: Any = importlib.import_module("agents.models.multi_provider")
-_ModelSettings: Any = importlib.import_module("agents").ModelSettings
-_AgentOutputSchemaBase: Any = importlib.import_module("agents.agent_output").AgentOutputSchemaBase
 
 TAKES = "an OpenAI Agents SDK Model or model name ('gpt-4.1-mini', 'litellm/...')"
 """What the door takes as `summary_model`, in its refusal's words."""
+
+
+def _sdk(module: str) -> Any:
+    """A module of the SDK, imported on first use: importing the door imports none of it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(INSTALL_HINT) from exc
 
 
 def summary_writer(given: object, context_window: int | None) -> SummaryWriter:
@@ -58,7 +65,7 @@ def summary_writer(given: object, context_window: int | None) -> SummaryWriter:
         if isinstance(model, str):
             _check_routable(model)
             return AgentsSummaryModel(sys.intern(model), context_window)
-        if not isinstance(model, _interface.Model):
+        if not isinstance(model, _sdk("agents.models.interface").Model):
             return None
         return AgentsSummaryModel(model, context_window)
 
@@ -71,7 +78,8 @@ def _check_routable(name: str) -> None:
     try:
         if not name.strip():
             raise ValueError("the name is empty")
-        _multi_provider.MultiProvider(openai_api_key="placeholder").get_model(name)
+        provider = _sdk("agents.models.multi_provider").MultiProvider
+        provider(openai_api_key="placeholder").get_model(name)
     except Exception as exc:  # UserError (an unknown prefix), ImportError (LiteLLM's)
         raise unresolved(name, "the SDK's default provider", TAKES, exc) from None
 
@@ -94,7 +102,9 @@ class AgentsSummaryModel:
     def _resolved(self) -> Any:
         if isinstance(self._model, str):
             # The key is read now, as a run of an agent with this name would read it.
-            self._model = _multi_provider.MultiProvider().get_model(self._model)
+            self._model = (
+                _sdk("agents.models.multi_provider").MultiProvider().get_model(self._model)
+            )
         return self._model
 
     async def generate(
@@ -111,15 +121,15 @@ class AgentsSummaryModel:
         """
         system = "\n\n".join(m.text for m in messages if m.role == "system") or None
         items = [{"role": m.role, "content": m.text} for m in messages if m.role != "system"]
-        schema = _SummarySchema(response_schema) if response_schema is not None else None
+        schema = _schema_class()(response_schema) if response_schema is not None else None
         reply = await self._resolved().get_response(
             system,
             items,
-            _ModelSettings(),
+            _sdk("agents").ModelSettings(),
             [],
             schema,
             [],
-            _interface.ModelTracing.DISABLED,
+            _sdk("agents.models.interface").ModelTracing.DISABLED,
             previous_response_id=None,
             conversation_id=None,
             prompt=None,
@@ -127,32 +137,38 @@ class AgentsSummaryModel:
         return summary_reply(_text_of(reply), _usage(reply))
 
 
-class _SummarySchema(_AgentOutputSchemaBase):  # type: ignore[misc]
-    """The summary's JSON schema as the SDK's output schema: strict where the schema can be
-    (every property required, no other allowed: the default `Summary` schema is)."""
+@functools.cache
+def _schema_class() -> Any:
+    """The SDK output schema of a summary (made on first use: the SDK is imported then)."""
 
-    def __init__(self, schema: dict[str, Any]) -> None:
-        self._schema = schema
+    class SummarySchema(_sdk("agents.agent_output").AgentOutputSchemaBase):  # type: ignore[misc]
+        """The summary's JSON schema as the SDK's output schema: strict where the schema can
+        be (every property required, no other allowed: the default `Summary` schema is)."""
 
-    def is_plain_text(self) -> bool:
-        return False
+        def __init__(self, schema: dict[str, Any]) -> None:
+            self._schema = schema
 
-    def name(self) -> str:
-        return str(self._schema.get("title") or "Summary")
+        def is_plain_text(self) -> bool:
+            return False
 
-    def json_schema(self) -> dict[str, Any]:
-        return self._schema
+        def name(self) -> str:
+            return str(self._schema.get("title") or "Summary")
 
-    def is_strict_json_schema(self) -> bool:
-        properties = self._schema.get("properties")
-        return (
-            isinstance(properties, dict)
-            and self._schema.get("additionalProperties") is False
-            and set(self._schema.get("required", ())) == set(properties)
-        )
+        def json_schema(self) -> dict[str, Any]:
+            return self._schema
 
-    def validate_json(self, json_str: str) -> Any:
-        return json.loads(json_str)  # ctxoffload's parser checks the fields
+        def is_strict_json_schema(self) -> bool:
+            properties = self._schema.get("properties")
+            return (
+                isinstance(properties, dict)
+                and self._schema.get("additionalProperties") is False
+                and set(self._schema.get("required", ())) == set(properties)
+            )
+
+        def validate_json(self, json_str: str) -> Any:
+            return json.loads(json_str)  # ctxoffload's parser checks the fields
+
+    return SummarySchema
 
 
 def _text_of(reply: Any) -> str:

@@ -25,13 +25,17 @@ from .._doors.summary_replies import (
     usage_of,
 )
 from ..compression import Summary
+from ..exceptions import ConfigError
 from ..messages import Msg
 from ..model import ModelResponse, Usage
 from ._model_name import model_name_of
 
 __all__ = ["StrandsSummaryModel", "summary_writer"]
 
-_Model: Any = importlib.import_module("strands.models.model").Model
+try:
+    _Model: Any = importlib.import_module("strands.models.model").Model
+except ImportError as exc:  # pragma: no cover - exercised where Strands is absent
+    raise ConfigError("Strands is not installed: pip install 'ctxoffload[strands]'") from exc
 
 TAKES = "a Strands Model (BedrockModel, AnthropicModel, OpenAIModel, ...)"
 """What the Strands door takes as `summary_model`, in its refusal's words."""
