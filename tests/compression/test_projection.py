@@ -96,6 +96,17 @@ async def test_a_long_history_is_summarised_once_and_the_summary_is_re_sent_as_i
     assert second[-1].text == "and now?"
 
 
+async def test_a_summary_model_given_after_the_projector_was_made_writes_the_summary(
+    local_ws: LocalWorkspace,
+) -> None:
+    # A host door sees the agent's model only at its first call, after it made the projector.
+    projector = Projector(local_ws, "t1", config=CONFIG)
+    writer = _model("later")
+    projector.use_summary_model(writer)
+    sent = await projector.project(plausible_session(120))
+    assert writer.calls and "later task_overview" in _bytes(sent).decode()
+
+
 async def test_a_restarted_process_projects_the_same_messages(local_ws: LocalWorkspace) -> None:
     # Each process has a model that would summarise differently: the restarted one sends the
     # summary the first one decided (read back from the session), not one of its own.

@@ -5,8 +5,8 @@ it went to, into the same stand-in."""
 from __future__ import annotations
 
 import gc
-import re
 import logging
+import re
 from pathlib import Path
 
 import pytest

@@ -38,7 +38,7 @@ class LangChainDriver(DoorDriver):
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.langchain import ContextOffloadMiddleware
 
-        return _Made(ContextOffloadMiddleware(workspace, config=CONFIG))
+        return _Made(ContextOffloadMiddleware(workspace, config=CONFIG, summary_model=False))
 
     def converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         from langchain.agents import create_agent

@@ -40,7 +40,9 @@ class _Made:
         if conversation is None:
             return None, self.offload
         if conversation not in self.sessions:
-            session = WorkspaceSession(self.offload.workspace, conversation, config=CONFIG)
+            session = WorkspaceSession(
+                self.offload.workspace, conversation, config=CONFIG, summary_model=False
+            )
             self.sessions[conversation] = session
             self.filters[conversation] = session.input_filter()
         return self.sessions[conversation], self.filters[conversation]
@@ -54,7 +56,7 @@ class OpenAIAgentsDriver(DoorDriver):
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.openai_agents import OffloadingInputFilter
 
-        return _Made(OffloadingInputFilter(workspace, config=CONFIG))
+        return _Made(OffloadingInputFilter(workspace, config=CONFIG, summary_model=False))
 
     def converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         return asyncio.run(self._converse(made, conversation, turns))

@@ -33,7 +33,7 @@ class PydanticAiDriver(DoorDriver):
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.pydantic_ai import ContextOffload
 
-        return _Made(ContextOffload(workspace, config=CONFIG))
+        return _Made(ContextOffload(workspace, config=CONFIG, summary_model=False))
 
     def converse(self, made: _Made, conversation: str | None, turns: list[Turn]) -> Outcome:
         return asyncio.run(self._converse(made, conversation, turns))

@@ -80,7 +80,7 @@ def converse(agent: Any, turns: range, name: str) -> dict[str, Any]:
 def agent_on(folder: Path, model: Any, saver: Any, *, delta: bool = False) -> Any:
     """A tool-less `create_agent` with the middleware on a workspace in `folder`; with
     `delta`, its messages checkpointed as deltas (`DeltaAgentState`)."""
-    offload = ContextOffloadMiddleware(LocalWorkspace(folder), config=CONFIG)
+    offload = ContextOffloadMiddleware(LocalWorkspace(folder), config=CONFIG, summary_model=False)
     schema = DeltaAgentState if delta else None
     return create_agent(
         model, tools=[], middleware=[offload], checkpointer=saver, state_schema=schema

@@ -61,7 +61,7 @@ def wire(messages: list[ModelMessage]) -> list[str]:
 
 def agent_on(folder: Path, model: Scripted) -> Agent[None, str]:
     """A new agent with the capability on a new workspace object on `folder`."""
-    offload = ContextOffload(LocalWorkspace(folder), config=CONFIG)
+    offload = ContextOffload(LocalWorkspace(folder), config=CONFIG, summary_model=False)
     return Agent(model.model, tools=[dump], capabilities=[offload])
 
 

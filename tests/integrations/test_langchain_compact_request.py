@@ -35,7 +35,7 @@ def test_a_compaction_asked_from_another_process_is_served_at_the_next_call(
 ) -> None:
     folder = tmp_path / "ws"
     model = scripted(*answers(13))
-    middleware = ContextOffloadMiddleware(LocalWorkspace(folder), config=WIDE)
+    middleware = ContextOffloadMiddleware(LocalWorkspace(folder), config=WIDE, summary_model=False)
     agent = create_agent(model, tools=[], middleware=[middleware], checkpointer=InMemorySaver())
     converse(agent, range(12), "support-7")
     assert len(model.seen[-1]) == 23  # every message sent, nothing compacted

@@ -64,7 +64,11 @@ def tokens(messages: list[Any]) -> int:
 def run_dump(tmp_path: Path, *, offload: bool) -> tuple[dict[str, Any], Any, InMemorySaver]:
     model = scripted(call("dump", {}, "call_1"), "The export finished.")
     saver = InMemorySaver()
-    middleware = [ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)]
+    middleware = [
+        ContextOffloadMiddleware(
+            LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+        )
+    ]
     agent = create_agent(
         model, tools=[dump], middleware=middleware if offload else [], checkpointer=saver
     )
@@ -90,7 +94,9 @@ def test_a_5_mb_tool_result_is_stored_whole_and_state_keeps_its_head(tmp_path: P
 
 async def test_an_async_run_stores_the_result_the_same_way(tmp_path: Path) -> None:
     model = scripted(call("dump", {}, "call_1"), "The export finished.")
-    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     agent = create_agent(model, tools=[dump], middleware=[offload])
     state = await agent.ainvoke({"messages": [HumanMessage("dump the log")]}, thread("a1"))
     stored = tmp_path / "ws" / "sessions" / "a1" / "tool_result-call_1.txt"
@@ -113,7 +119,9 @@ def test_a_return_direct_tools_output_is_the_answer_whole_and_stored_when_sent_o
     # request sends it cut, stored whole first: nothing lost, nothing over the window.
     model = scripted(call("export", {}, "call_1"), "It was exported.")
     saver = InMemorySaver()
-    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     agent = create_agent(model, tools=[export], middleware=[offload], checkpointer=saver)
 
     state = agent.invoke({"messages": [HumanMessage("export the log")]}, thread("r1"))
@@ -141,7 +149,9 @@ def test_the_projection_prefix_is_byte_stable_across_calls(tmp_path: Path) -> No
     model = scripted(
         call("dump", {}, "call_1"), call("dump", {}, "call_2"), "Both dumps are stored."
     )
-    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     agent = create_agent(model, tools=[dump], middleware=[offload])
     agent.invoke({"messages": [HumanMessage("dump the log twice")]}, thread("s1"))
     sent = [wire(messages) for messages in model.seen]
@@ -153,7 +163,7 @@ def test_the_projection_prefix_is_byte_stable_across_calls(tmp_path: Path) -> No
 def test_a_200_turn_run_is_compacted_and_what_left_is_in_context_jsonl(tmp_path: Path) -> None:
     model = scripted(*answers(200))
     offload = ContextOffloadMiddleware(
-        LocalWorkspace(tmp_path / "ws"), config=CONFIG, full_state=True
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, full_state=True, summary_model=False
     )
     agent = create_agent(model, tools=[], middleware=[offload], checkpointer=InMemorySaver())
     state = converse(agent, range(200), "long")
@@ -185,7 +195,9 @@ async def test_state_keeps_what_the_model_was_sent_and_what_left_is_stored(
     tmp_path: Path, run: str
 ) -> None:
     model = scripted(*answers(60))
-    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     agent = create_agent(model, tools=[], middleware=[offload], checkpointer=InMemorySaver())
     for turn in range(60):
         question = {"messages": [HumanMessage(f"Question {turn}: " + "and then? " * 30)]}
@@ -224,7 +236,10 @@ def test_lean_state_costs_a_fraction_of_full_states_checkpoints(tmp_path: Path) 
     for full in (False, True):
         saver = InMemorySaver()
         offload = ContextOffloadMiddleware(
-            LocalWorkspace(tmp_path / str(full)), config=CONFIG, full_state=full
+            LocalWorkspace(tmp_path / str(full)),
+            config=CONFIG,
+            full_state=full,
+            summary_model=False,
         )
         model = scripted(*answers(150))
         converse(create_agent(model, middleware=[offload], checkpointer=saver), range(150), "c")
@@ -258,7 +273,9 @@ def test_a_request_another_middleware_edited_never_replaces_state(tmp_path: Path
     replies: list[Any] = []
     for page in range(30):
         replies += [call("fetch", {"page": page}, f"c{page}"), f"Page {page}: " + "read. " * 90]
-    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=800, keep=1)])
     agent = create_agent(
         scripted(*replies),
@@ -321,7 +338,9 @@ def test_one_middleware_keeps_the_state_of_the_threads_used_last(
     monkeypatch.setattr(runs, "SESSIONS_KEPT", 2)
     saver = InMemorySaver()
     model = scripted(*answers(turn), *(f"other {k}" for k in range(5)), *answers(turn + 1)[turn:])
-    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "b"), config=CONFIG)
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "b"), config=CONFIG, summary_model=False
+    )
     agent = create_agent(model, tools=[], middleware=[offload], checkpointer=saver)
     converse(agent, range(turn), "t")
     for k in range(5):
@@ -340,7 +359,9 @@ def test_a_long_threads_readings_stay_the_size_of_its_state(tmp_path: Path) -> N
     messages moved out of the state (summarised) were kept for good, the whole thread's
     history in memory. Readings of messages the state no longer holds go."""
     model = scripted(*answers(120))
-    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     agent = create_agent(model, tools=[], middleware=[offload], checkpointer=InMemorySaver())
     state = converse(agent, range(120), "t")
     assert len(state["messages"]) < 120  # the state is as lean as the request
@@ -378,7 +399,9 @@ def test_the_agent_reads_an_offloaded_result_back_with_the_tools(tmp_path: Path)
         call("Grep", {"pattern": "batch 123456 done"}, "call_2"),
         "Batch 123456 finished.",
     )
-    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     assert [t.name for t in offload.tools] == [
         "Read",
         "Grep",
@@ -398,8 +421,10 @@ def test_the_tools_schemas_say_no_null_and_their_arguments_are_still_checked(
     # The schemas go with every model call: an optional parameter is sent as its type alone
     # (no `anyOf [T, null]`, no `default: null`); a wrong argument is refused all the same.
     # (The retrieval tool comes with a workspace on no folder, the file tools with one on.)
-    on_disk = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
-    in_memory = ContextOffloadMiddleware(InMemoryWorkspace(), config=CONFIG)
+    on_disk = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
+    in_memory = ContextOffloadMiddleware(InMemoryWorkspace(), config=CONFIG, summary_model=False)
     tools = [*on_disk.tools, *in_memory.tools]
     assert [t.name for t in tools] == ["Read", "Grep", "Glob", "retrieve_offloaded_content"]
     schemas = [convert_to_openai_tool(t)["function"]["parameters"] for t in tools]
@@ -422,9 +447,15 @@ def test_middlewares_made_per_request_share_tool_schemas_and_read_their_own_work
     # A server that builds an agent per request makes a middleware each time: the tools'
     # argument models are made once per process, and each tool still reads its own
     # workspace, with its own output limit.
-    one = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "one"), config=CONFIG)
+    one = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "one"), config=CONFIG, summary_model=False
+    )
     two = ContextOffloadMiddleware(
-        LocalWorkspace(tmp_path / "two"), config=CONFIG, max_output_chars=4_000, memory=True
+        LocalWorkspace(tmp_path / "two"),
+        config=CONFIG,
+        max_output_chars=4_000,
+        memory=True,
+        summary_model=False,
     )
     assert [t.args_schema for t in one.tools] == [t.args_schema for t in two.tools[:3]]
     assert [t.description for t in one.tools] == [t.description for t in two.tools[:3]]
@@ -457,7 +488,9 @@ def test_a_server_s_tools_made_per_request_are_not_kept_alive(tmp_path: Path) ->
 
         return fetch
 
-    middleware = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    middleware = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     tools: list[weakref.ref[Any]] = []
     for number in range(5):
         fetch = tool_of_request(f"request {number} " + "x" * 200_000)
@@ -480,7 +513,9 @@ def test_a_server_keeps_no_output_of_a_thread_whose_run_is_over(tmp_path: Path) 
     cut, and its counter the counts of long texts with the texts: 1.26 MB per thread of a
     1.1 MB output, up to 256 threads. Once a run is over its projector lets go of them; the
     output is in its file, where a result cut again is read back from."""
-    middleware = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    middleware = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
 
     def run(number: int) -> None:
         output = megabyte_output(number)
@@ -527,7 +562,7 @@ async def test_a_langchain_summary_model_is_called_as_an_internal_call(tmp_path:
 def test_a_run_without_a_thread_id_uses_the_fallback_session(tmp_path: Path) -> None:
     model = scripted(call("dump", {}, "call_1"), "Done.")
     offload = ContextOffloadMiddleware(
-        LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="nightly"
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="nightly", summary_model=False
     )
     create_agent(model, tools=[dump], middleware=[offload]).invoke(
         {"messages": [HumanMessage("dump the log")]}
@@ -543,7 +578,9 @@ def test_a_thread_id_that_is_no_plain_name_gets_a_safe_session_of_its_own(
     # path must neither fail the run nor reach outside sessions/ (the rule deepagents uses too).
     for name in ("ana@example.com/chat 1", "../../outside"):
         model = scripted(call("dump", {}, "call_1"), "Done.")
-        offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+        offload = ContextOffloadMiddleware(
+            LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+        )
         create_agent(model, tools=[dump], middleware=[offload]).invoke(
             {"messages": [HumanMessage("dump the log")]}, thread(name)
         )
@@ -571,7 +608,9 @@ def test_a_failed_tool_keeps_its_error_status_and_a_command_leaves_state_whole(
         return Command(update={"messages": [ToolMessage(BIG, tool_call_id=tool_call_id)]})
 
     model = scripted(call("failing", {}, "call_1"), call("note", {"text": "x"}, "call_2"), "Ok.")
-    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     agent = create_agent(model, tools=[failing, note], middleware=[offload])
     state = agent.invoke({"messages": [HumanMessage("export")]}, thread("e1"))
     failed, noted = state["messages"][2], state["messages"][4]
@@ -589,7 +628,9 @@ def test_the_window_is_the_one_the_model_declares_when_the_config_has_none(
 ) -> None:
     model = ToolCallingFakeModel(messages=iter(answers(30)), profile={"max_input_tokens": 4_000})
     offload = ContextOffloadMiddleware(
-        LocalWorkspace(tmp_path / "ws"), config=ContextConfig(tool_result_limit=300)
+        LocalWorkspace(tmp_path / "ws"),
+        config=ContextConfig(tool_result_limit=300),
+        summary_model=False,
     )
     agent = create_agent(model, tools=[], middleware=[offload], checkpointer=InMemorySaver())
     converse(agent, range(30), "w")
@@ -604,7 +645,9 @@ def test_one_middleware_serving_models_of_two_windows_keeps_each_under_its_own(
     200,000 and 4,000 tokens: the window was the one the first model it ever saw declared,
     and the 4,000-token model was sent requests of up to 7,086 tokens."""
     offload = ContextOffloadMiddleware(
-        LocalWorkspace(tmp_path / "ws"), config=ContextConfig(tool_result_limit=300)
+        LocalWorkspace(tmp_path / "ws"),
+        config=ContextConfig(tool_result_limit=300),
+        summary_model=False,
     )
     wide = ToolCallingFakeModel(messages=iter(["ok"]), profile={"max_input_tokens": 200_000})
     replies = [f"Answer {i}: " + "ok " * 300 for i in range(12)]
@@ -657,7 +700,9 @@ def test_with_memory_the_agent_keeps_a_memory_recorded_in_the_threads_session(
 ) -> None:
     create = {"command": "create", "path": "/memories/exports.md", "file_text": "batch 7 fails\n"}
     model = scripted(call("memory", create, "m1"), "Noted.")
-    offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG, memory=True)
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, memory=True, summary_model=False
+    )
     assert "memory" in [t.name for t in offload.tools]
     agent = create_agent(model, tools=offload.tools, middleware=[offload])
     request = {"messages": [HumanMessage("remember that batch 7 fails")]}
@@ -671,7 +716,9 @@ def test_with_memory_the_agent_keeps_a_memory_recorded_in_the_threads_session(
     events = [json.loads(line) for line in events_file.read_text(encoding="utf-8").splitlines()]
     (change,) = [e for e in events if e["kind"] == "memory"]
     assert change["writer"]["agent"] == "langchain" and change["writer"]["session"] == "ops-1"
-    plain = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    plain = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     assert "memory" not in [t.name for t in plain.tools]
 
 
@@ -728,7 +775,9 @@ def hitl_agent(folder: Path, model: Any, saver: Any) -> Any:
     from langchain.agents.middleware import HumanInTheLoopMiddleware
 
     offload = ContextOffloadMiddleware(
-        LocalWorkspace(folder), config=ContextConfig(context_window=64_000, tool_result_limit=500)
+        LocalWorkspace(folder),
+        config=ContextConfig(context_window=64_000, tool_result_limit=500),
+        summary_model=False,
     )
     hitl = HumanInTheLoopMiddleware(interrupt_on={"deploy": True})
     return create_agent(model, tools=[deploy], middleware=[offload, hitl], checkpointer=saver)
@@ -810,7 +859,9 @@ def test_a_run_that_raised_leaves_the_thread_to_the_next_request(tmp_path: Path)
     saver = InMemorySaver()
 
     def request(model: Any) -> Any:
-        offload = ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+        offload = ContextOffloadMiddleware(
+            LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+        )
         return create_agent(model, tools=[], middleware=[offload], checkpointer=saver)
 
     failing = request(Failing(messages=iter([])))
@@ -843,7 +894,11 @@ def test_a_call_that_wrote_a_whole_file_is_sent_cut_and_state_keeps_it_whole(
     agent = create_agent(
         model,
         tools=[write_file],
-        middleware=[ContextOffloadMiddleware(LocalWorkspace(tmp_path / "ws"), config=CONFIG)],
+        middleware=[
+            ContextOffloadMiddleware(
+                LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+            )
+        ],
         checkpointer=InMemorySaver(),
     )
     state = agent.invoke({"messages": [HumanMessage("write the report module")]}, thread("f"))

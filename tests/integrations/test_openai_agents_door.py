@@ -117,13 +117,17 @@ def test_what_the_door_is_given_is_checked_when_it_is_built(tmp_path: Path) -> N
     afile = tmp_path / "afile"
     afile.write_text("not a folder")
     with pytest.raises(ConfigError, match=r"pass LocalWorkspace\('agent_workspace'\)"):
-        WorkspaceSession("agent_workspace", "c1")  # type: ignore[arg-type]
+        WorkspaceSession("agent_workspace", "c1", summary_model=False)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="is a file, not a folder"):
-        WorkspaceSession(LocalWorkspace(afile), "c1")
+        WorkspaceSession(LocalWorkspace(afile), "c1", summary_model=False)
     with pytest.raises(ConfigError, match="not a ContextConfig"):
-        OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config={"context_window": 8})  # type: ignore[arg-type]
+        OffloadingInputFilter(
+            LocalWorkspace(tmp_path / "ws"), config={"context_window": 8}, summary_model=False
+        )  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="max_output_chars 0 is not a positive int"):
-        OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), max_output_chars=0)
+        OffloadingInputFilter(
+            LocalWorkspace(tmp_path / "ws"), max_output_chars=0, summary_model=False
+        )
     assert afile.read_text() == "not a folder" and not (tmp_path / "ws").exists()
 
 
@@ -132,18 +136,22 @@ def test_what_the_door_is_given_is_checked_when_it_is_built(tmp_path: Path) -> N
 
 def test_a_host_id_is_mapped_once_whichever_part_is_given_it(tmp_path: Path) -> None:
     workspace = LocalWorkspace(tmp_path / "ws")
-    session = WorkspaceSession(workspace, "team/alice:42")
+    session = WorkspaceSession(workspace, "team/alice:42", summary_model=False)
     assert session.session_id == session_id_for("team/alice:42")
     assert session.input_filter().session_id == session.session_id  # not mapped twice
-    named = OffloadingInputFilter(workspace, session_id="team/alice:42")
+    named = OffloadingInputFilter(workspace, session_id="team/alice:42", summary_model=False)
     assert named.session_id == session.session_id
-    assert OffloadingInputFilter(workspace).session_id is None  # no shared default
+    assert (
+        OffloadingInputFilter(workspace, summary_model=False).session_id is None
+    )  # no shared default
 
 
 async def test_runs_side_by_side_in_one_trace_get_a_session_each(tmp_path: Path) -> None:
     """The SDK's own pattern for parallel runs (`asyncio.gather` in one `trace()` block):
     the runs share the trace, never a session."""
-    offload = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    offload = OffloadingInputFilter(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     with trace("parallel exports"):
         await asyncio.gather(*(one_run(offload, plain_tool()) for _ in range(3)))
     await one_run(offload, plain_tool())  # and one after them, outside the trace
@@ -161,7 +169,9 @@ async def test_runs_side_by_side_in_one_trace_get_a_session_each(tmp_path: Path)
 async def test_a_second_live_run_through_the_same_filter_is_refused_and_the_first_goes_on(
     tmp_path: Path,
 ) -> None:
-    offload = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="c1")
+    offload = OffloadingInputFilter(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="c1", summary_model=False
+    )
     gate = Gate()
     first = asyncio.create_task(one_run(offload, gate.tool))
     await gate.entered.wait()
@@ -184,7 +194,9 @@ async def test_an_agent_run_as_a_tool_writes_a_child_session_and_the_parent_goes
     SessionBusyError (its parent held the session), and the parent's model was told the
     tool failed. The nested run writes a child session of its own now, linked to the
     parent's, and a run outside both is still refused while the parent is live."""
-    offload = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="s")
+    offload = OffloadingInputFilter(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="s", summary_model=False
+    )
     inner = Scripted(tool_call("fetch", "sub_1"), answer("the export ran clean"))
     researcher = Agent(
         name="research er", instructions="You read logs.", model=inner, tools=[plain_tool()]
@@ -243,11 +255,11 @@ async def test_one_live_run_per_session_on_every_workspace(
     """Two filters of one session on one workspace (a folder, memory, a bucket, SQLite): the
     second run is refused while the first is live, and welcome once it ended."""
     workspace = kind(tmp_path)
-    first = OffloadingInputFilter(workspace, config=CONFIG, session_id="c1")
+    first = OffloadingInputFilter(workspace, config=CONFIG, session_id="c1", summary_model=False)
     gate = Gate()
     running = asyncio.create_task(one_run(first, gate.tool))
     await gate.entered.wait()
-    second = OffloadingInputFilter(workspace, config=CONFIG, session_id="c1")
+    second = OffloadingInputFilter(workspace, config=CONFIG, session_id="c1", summary_model=False)
     with pytest.raises(SessionBusyError, match=BUSY):
         await one_run(second, plain_tool())
     gate.opened.set()
@@ -260,13 +272,17 @@ async def test_one_live_run_per_session_on_every_workspace(
 async def test_a_refused_run_writes_nothing_in_the_conversation(tmp_path: Path) -> None:
     """The SDK reads a session's items before its first model call: a run of a conversation
     another run writes is refused there, before its question is added to the items."""
-    first = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "c1", config=CONFIG)
+    first = WorkspaceSession(
+        LocalWorkspace(tmp_path / "ws"), "c1", config=CONFIG, summary_model=False
+    )
     gate = Gate()
     running = asyncio.create_task(one_run(first.input_filter(), gate.tool, first))
     await gate.entered.wait()
     history = tmp_path / "ws" / "sessions" / "c1" / "history.jsonl"
     before = history.read_bytes()
-    second = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "c1", config=CONFIG)
+    second = WorkspaceSession(
+        LocalWorkspace(tmp_path / "ws"), "c1", config=CONFIG, summary_model=False
+    )
     with pytest.raises(SessionBusyError, match=BUSY):
         await one_run(second.input_filter(), plain_tool(), second)
     assert history.read_bytes() == before
@@ -286,13 +302,17 @@ async def test_a_run_that_raised_gives_its_session_up(tmp_path: Path) -> None:
                 raise RuntimeError("the provider is down")
             return await super().get_response(*args, **kwargs)
 
-    offload = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="c1")
+    offload = OffloadingInputFilter(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="c1", summary_model=False
+    )
     model = Failing(tool_call("fetch", "call_1"), answer("done"))
     agent = agent_on(model, offload, plain_tool())
     with pytest.raises(RuntimeError, match="the provider is down"):
         await Runner.run(agent, "dump it", run_config=RunConfig(call_model_input_filter=offload))
     await one_run(offload, plain_tool())
-    other = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="c1")
+    other = OffloadingInputFilter(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="c1", summary_model=False
+    )
     await one_run(other, plain_tool())
 
 
@@ -317,7 +337,10 @@ async def test_a_wrapped_model_gives_the_session_up_as_the_run_ends(tmp_path: Pa
     try:
         for session, wrapped in (("bare", False), ("wrapped", True)):
             offload = OffloadingInputFilter(
-                LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id=session
+                LocalWorkspace(tmp_path / "ws"),
+                config=CONFIG,
+                session_id=session,
+                summary_model=False,
             )
             model: Any = Scripted(tool_call("fetch", "call_1"))  # then nothing: it raises
             agent = agent_on(offload.wrap(model) if wrapped else model, offload, plain_tool())
@@ -347,12 +370,16 @@ async def test_a_streamed_run_kept_by_its_result_gives_its_session_up_as_it_ends
         async with AsyncOpenAI(base_url=server.base_url, api_key="t", max_retries=0) as client:
             model = OpenAIChatCompletionsModel(model="test-model", openai_client=client)
             agent = Agent(name="ops", model=model, tools=[plain_tool()])
-            first = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "c1", config=CONFIG)
+            first = WorkspaceSession(
+                LocalWorkspace(tmp_path / "ws"), "c1", config=CONFIG, summary_model=False
+            )
             config = RunConfig(call_model_input_filter=first.input_filter())
             streamed = Runner.run_streamed(agent, "dump it", session=first, run_config=config)
             async for _ in streamed.stream_events():
                 pass
-            again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "c1", config=CONFIG)
+            again = WorkspaceSession(
+                LocalWorkspace(tmp_path / "ws"), "c1", config=CONFIG, summary_model=False
+            )
             config = RunConfig(call_model_input_filter=again.input_filter())
             result = await Runner.run(agent, "all done?", session=again, run_config=config)
     assert (streamed.final_output, result.final_output) == ("The export finished.", "Yes.")
@@ -363,7 +390,9 @@ async def test_a_streamed_run_kept_by_its_result_gives_its_session_up_as_it_ends
 
 
 async def test_a_session_used_alone_opens_its_record_with_the_door(tmp_path: Path) -> None:
-    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "team/alice:42", config=CONFIG)
+    session = WorkspaceSession(
+        LocalWorkspace(tmp_path / "ws"), "team/alice:42", config=CONFIG, summary_model=False
+    )
     await session.add_items(
         [
             {"type": "function_call", "call_id": "c1", "name": "fetch", "arguments": "{}"},
@@ -384,13 +413,17 @@ async def test_runs_that_ended_leave_no_state_and_their_next_run_takes_over_quie
     agents with `async with`"), 551 times in 601 requests of a server loop; and a filter of
     fresh sessions kept each run's entry for good (1,001 after 1,000 runs). Both quiet and
     bounded now."""
-    named = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="a")
+    named = OffloadingInputFilter(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="a", summary_model=False
+    )
     with caplog.at_level("INFO", logger="ctxoffload"):
         for _ in range(3):
             await one_run(named, plain_tool())
             gc.collect()
     assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
-    fresh = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    fresh = OffloadingInputFilter(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     for _ in range(20):
         await one_run(fresh, plain_tool())
     gc.collect()
@@ -429,7 +462,9 @@ async def test_a_call_that_wrote_a_whole_file_is_sent_cut_as_the_models_own_item
     )
     model = Scripted(wrote, answer("Written."))
     config = ContextConfig(context_window=4_000, tool_result_limit=300)
-    offload = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=config, session_id="f")
+    offload = OffloadingInputFilter(
+        LocalWorkspace(tmp_path / "ws"), config=config, session_id="f", summary_model=False
+    )
     run_config = RunConfig(call_model_input_filter=offload)
     agent = agent_on(model, offload, write_file)
     await Runner.run(agent, "write the report module", run_config=run_config)
@@ -466,7 +501,9 @@ def test_a_named_filter_keeps_no_output_of_a_run_that_is_over(tmp_path: Path) ->
 
     def run(number: int) -> None:
         outputs.append(megabyte_output(number))
-        offload = OffloadingInputFilter(local(tmp_path), config=CONFIG, session_id=f"s{number}")
+        offload = OffloadingInputFilter(
+            local(tmp_path), config=CONFIG, session_id=f"s{number}", summary_model=False
+        )
         filters.append(offload)
         asyncio.run(one_run(offload, fetch))
 

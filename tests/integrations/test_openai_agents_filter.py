@@ -59,7 +59,9 @@ def status(batch: int) -> str:
 
 
 def offload_in(folder: Path) -> OffloadingInputFilter:
-    return OffloadingInputFilter(LocalWorkspace(folder), config=CONFIG, session_id="t1")
+    return OffloadingInputFilter(
+        LocalWorkspace(folder), config=CONFIG, session_id="t1", summary_model=False
+    )
 
 
 def tokens(body: dict[str, Any]) -> int:
@@ -203,10 +205,14 @@ async def test_a_workspace_session_keeps_the_items_and_a_resumed_run_sees_them(
         server.add(call("dump", {}, "call_1"))
         server.add_completion("The export finished.")
         server.add_completion("Yes: the last batch is 159999.")
-        session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+        session = WorkspaceSession(
+            LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG, summary_model=False
+        )
         await run(server, offload_in(tmp_path / "ws"), [dump], "dump the log", session=session)
         # A new session, filter and workspace object on the folder: a restarted process.
-        again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+        again = WorkspaceSession(
+            LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG, summary_model=False
+        )
         items = await again.get_items()
         assert [i.get("type", "message") for i in items] == [
             "message",
@@ -246,7 +252,7 @@ from test_openai_agents_filter import (
     CONFIG, WorkspaceSession, LocalWorkspace, dump, offload_in, run,
 )
 server = types.SimpleNamespace(base_url=sys.argv[1])
-session = WorkspaceSession(LocalWorkspace(sys.argv[2]), "t1", config=CONFIG)
+session = WorkspaceSession(LocalWorkspace(sys.argv[2]), "t1", config=CONFIG, summary_model=False)
 asyncio.run(run(server, offload_in(sys.argv[2]), [dump], "all done?", session=session))
 """
 
@@ -259,12 +265,16 @@ async def test_a_run_resumed_in_a_new_process_sends_what_one_in_this_process_sen
         server.add_completion("The export finished.")
         server.add_completion("Yes.", usage=(10, 1))
         server.add_completion("Yes.", usage=(10, 1))
-        session = WorkspaceSession(LocalWorkspace(tmp_path / "a"), "t1", config=CONFIG)
+        session = WorkspaceSession(
+            LocalWorkspace(tmp_path / "a"), "t1", config=CONFIG, summary_model=False
+        )
         await run(server, offload_in(tmp_path / "a"), [dump], "dump the log", session=session)
         # The same folder (notices name its path) resumed twice: here, then, put back as the
         # first run left it, in a new process.
         shutil.copytree(tmp_path / "a", tmp_path / "saved")
-        here = WorkspaceSession(LocalWorkspace(tmp_path / "a"), "t1", config=CONFIG)
+        here = WorkspaceSession(
+            LocalWorkspace(tmp_path / "a"), "t1", config=CONFIG, summary_model=False
+        )
         await run(server, offload_in(tmp_path / "a"), [dump], "all done?", session=here)
         shutil.rmtree(tmp_path / "a")
         shutil.copytree(tmp_path / "saved", tmp_path / "a")
@@ -288,7 +298,7 @@ async def test_run_compaction_summarises_the_session_and_keeps_every_item_that_l
     tmp_path: Path,
 ) -> None:
     workspace = LocalWorkspace(tmp_path / "ws")
-    session = WorkspaceSession(workspace, "t1", config=CONFIG)
+    session = WorkspaceSession(workspace, "t1", config=CONFIG, summary_model=False)
     with OpenAIServer() as server:
         for i in range(TURNS):
             server.add(call("status", {"batch": i}, f"call_{i}"))
@@ -315,14 +325,18 @@ async def test_run_compaction_summarises_the_session_and_keeps_every_item_that_l
     # A run resumed on the compacted session sends the summary and stays small.
     with OpenAIServer() as server:
         server.add_completion("Yes, all of them.")
-        again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+        again = WorkspaceSession(
+            LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG, summary_model=False
+        )
         await run(server, offload_in(tmp_path / "ws"), [status], "all done?", session=again)
     assert "<context_summary>" in json.dumps(server.requests[0])
     assert len(server.requests[0]["messages"]) < len(before) // 4
 
 
 async def test_run_compaction_leaves_a_short_session_alone_unless_forced(tmp_path: Path) -> None:
-    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+    session = WorkspaceSession(
+        LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG, summary_model=False
+    )
     await session.run_compaction()  # nothing stored: nothing to do
     for i in range(6):  # about 1,800 tokens: under the trigger
         turn = {"role": "user", "content": f"step {i}: " + "details " * 300}
@@ -337,7 +351,7 @@ async def test_run_compaction_leaves_a_short_session_alone_unless_forced(tmp_pat
 async def test_run_compaction_without_a_window_compacts_only_when_forced(tmp_path: Path) -> None:
     # The SDK calls run_compaction after every turn of a Responses model: a session made
     # without a window must not end the run; forced, it compacts as if the items filled it.
-    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", summary_model=False)
     for i in range(6):
         turn = {"role": "user", "content": f"step {i}: " + "details " * 300}
         await session.add_items([turn, {"role": "assistant", "content": f"noted {i}"}])
@@ -412,7 +426,11 @@ async def test_with_memory_the_agent_keeps_a_memory_recorded_in_its_session(
     tmp_path: Path,
 ) -> None:
     offload = OffloadingInputFilter(
-        LocalWorkspace(tmp_path / "ws"), config=CONFIG, session_id="t1", memory=True
+        LocalWorkspace(tmp_path / "ws"),
+        config=CONFIG,
+        session_id="t1",
+        memory=True,
+        summary_model=False,
     )
     assert "memory" in [t.name for t in offload.tools]
     assert "memory" not in [t.name for t in offload_in(tmp_path / "other").tools]

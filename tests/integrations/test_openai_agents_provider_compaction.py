@@ -92,7 +92,9 @@ async def run(
 
 
 def offload_in(folder: Path, config: ContextConfig = CONFIG) -> OffloadingInputFilter:
-    return OffloadingInputFilter(LocalWorkspace(folder), config=config, session_id="t")
+    return OffloadingInputFilter(
+        LocalWorkspace(folder), config=config, session_id="t", summary_model=False
+    )
 
 
 def log_rows(folder: Path) -> list[dict[str, Any]]:
@@ -170,7 +172,7 @@ from test_openai_agents_provider_compaction import (
     CONFIG, LocalWorkspace, WorkspaceSession, offload_in, run,
 )
 server = types.SimpleNamespace(base_url=sys.argv[1])
-session = WorkspaceSession(LocalWorkspace(sys.argv[2]), "t", config=CONFIG)
+session = WorkspaceSession(LocalWorkspace(sys.argv[2]), "t", config=CONFIG, summary_model=False)
 asyncio.run(run(server, offload_in(sys.argv[2]), "and batch 3?", session=session))
 """
 
@@ -182,10 +184,10 @@ async def test_a_run_resumed_in_a_new_process_sends_the_same_note_and_records_no
     with OpenAIServer() as server:
         script(server)
         server.add_response([message("Batch 3 is fine too.")])
-        session = WorkspaceSession(LocalWorkspace(folder), "t", config=CONFIG)
+        session = WorkspaceSession(LocalWorkspace(folder), "t", config=CONFIG, summary_model=False)
         await run(server, offload_in(folder), "check batches 1 and 2", session=session)
         # The session keeps the item as the SDK gave it to the session.
-        kept = await WorkspaceSession(LocalWorkspace(folder), "t").get_items()
+        kept = await WorkspaceSession(LocalWorkspace(folder), "t", summary_model=False).get_items()
         assert SENT_BACK in kept
         log = (folder / "sessions" / "t" / "context.jsonl").read_bytes()
         tests = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
@@ -288,7 +290,7 @@ async def test_a_refusal_as_over_the_window_after_a_compaction_is_retried_summar
         server.add_response([message("All batches are checked.")])
         server.add_response([message("Batch 1 failed on ERR-4711.")])
         offload = offload_in(folder, small)
-        session = WorkspaceSession(LocalWorkspace(folder), "t", config=small)
+        session = WorkspaceSession(LocalWorkspace(folder), "t", config=small, summary_model=False)
         result = await run(
             server, offload, "check every batch", wrap=True, max_turns=40, session=session
         )

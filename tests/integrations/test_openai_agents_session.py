@@ -99,7 +99,7 @@ async def test_the_session_gives_back_what_the_sdks_sqlite_session_does(
     }
     call_item = {"type": "function_call", "call_id": "c1", "name": "status", "arguments": "{}"}
     output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
-    ours = WorkspaceSession(workspace, "t1")
+    ours = WorkspaceSession(workspace, "t1", summary_model=False)
     theirs = SQLiteSession("t1")
     assert isinstance(ours, Session)
     for session in (ours, theirs):
@@ -131,8 +131,8 @@ async def test_the_session_gives_back_what_the_sdks_sqlite_session_does(
 async def test_a_new_object_on_the_store_reads_what_another_left(tmp_path: Path) -> None:
     """As a process started later, or one that writes beside this one, sees it."""
     for make in (local, sqlite):
-        first = WorkspaceSession(make(tmp_path), "t1")
-        second = WorkspaceSession(make(tmp_path), "t1")
+        first = WorkspaceSession(make(tmp_path), "t1", summary_model=False)
+        second = WorkspaceSession(make(tmp_path), "t1", summary_model=False)
         await first.add_items([user("a"), user("b")])
         assert await second.get_items() == [user("a"), user("b")]
         await second.add_items([user("c")])
@@ -145,7 +145,9 @@ async def test_a_new_object_on_the_store_reads_what_another_left(tmp_path: Path)
 
 
 async def test_each_call_appends_one_line_and_rewrites_nothing(tmp_path: Path) -> None:
-    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+    session = WorkspaceSession(
+        LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG, summary_model=False
+    )
     log = history_file(tmp_path / "ws")
     before = b""
     for i in range(40):
@@ -159,7 +161,7 @@ async def test_each_call_appends_one_line_and_rewrites_nothing(tmp_path: Path) -
         before = now
     assert len(before.splitlines()) == 40 + 4 + 1
     assert not (tmp_path / "ws" / "sessions" / "t1" / "state.json").exists()
-    again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", summary_model=False)
     assert await again.get_items() == await session.get_items()
     assert "<context_summary>" in json.dumps((await again.get_items())[0])
 
@@ -175,13 +177,13 @@ async def test_get_items_reads_only_what_the_log_gained(
         return await real(self, session_id, after=after)
 
     monkeypatch.setattr(LocalWorkspace, "read_history", spied)
-    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", summary_model=False)
     for i in range(50):
         await session.add_items([user(f"turn {i}")])
     assert reads == []  # adding reads nothing back
     assert len(await session.get_items(limit=3)) == 3
     assert reads == [50]  # from the end: the 50 lines it wrote are not read again
-    fresh = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    fresh = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", summary_model=False)
     assert len(await fresh.get_items()) == 50
     assert reads[-1] == 0  # a new object reads the log once
 
@@ -189,7 +191,9 @@ async def test_get_items_reads_only_what_the_log_gained(
 async def test_a_big_output_is_stored_once_and_the_item_keeps_what_the_model_was_sent(
     tmp_path: Path,
 ) -> None:
-    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "nightly check", config=CONFIG)
+    session = WorkspaceSession(
+        LocalWorkspace(tmp_path / "ws"), "nightly check", config=CONFIG, summary_model=False
+    )
     offload = session.input_filter()
     assert isinstance(offload, OffloadingInputFilter)
     assert offload.session_id == session.session_id  # one ctxoffload session
@@ -229,7 +233,9 @@ def purge() -> str:
 async def test_a_run_resumed_after_an_approval_saves_its_turn_lean(tmp_path: Path) -> None:
     """The SDK saves a turn resumed from a `RunState` through its pending-write path, which
     reads the session's tail before it appends: lean items go through it."""
-    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+    session = WorkspaceSession(
+        LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG, summary_model=False
+    )
     offload = session.input_filter()
     with OpenAIServer() as server:
         server.add(call("purge", {}, "call_1"))
@@ -256,7 +262,11 @@ async def test_a_run_resumed_after_an_approval_saves_its_turn_lean(tmp_path: Pat
 
 async def test_keep_whole_outputs_keeps_each_item_as_the_sdk_gave_it(tmp_path: Path) -> None:
     session = WorkspaceSession(
-        LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG, keep_whole_outputs=True
+        LocalWorkspace(tmp_path / "ws"),
+        "t1",
+        config=CONFIG,
+        keep_whole_outputs=True,
+        summary_model=False,
     )
     output = {"type": "function_call_output", "call_id": "c1", "output": BIG}
     await session.add_items([output])
@@ -269,7 +279,7 @@ async def test_an_output_that_cannot_be_stored_stays_whole(tmp_path: Path) -> No
         async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
             raise OffloadError("cannot write tool_result-c1.txt: no space left on device")
 
-    session = WorkspaceSession(FullDisk(tmp_path / "ws"), "t1", config=CONFIG)
+    session = WorkspaceSession(FullDisk(tmp_path / "ws"), "t1", config=CONFIG, summary_model=False)
     output = {"type": "function_call_output", "call_id": "c1", "output": BIG}
     await session.add_items([output])
     assert await session.get_items() == [output]  # nothing is dropped before it is stored
@@ -277,7 +287,9 @@ async def test_an_output_that_cannot_be_stored_stays_whole(tmp_path: Path) -> No
 
 async def test_a_planted_link_is_never_written_through(tmp_path: Path) -> None:
     (tmp_path / "elsewhere").mkdir()
-    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG)
+    session = WorkspaceSession(
+        LocalWorkspace(tmp_path / "ws"), "t1", config=CONFIG, summary_model=False
+    )
     await session.add_items([user("start")])
     folder = tmp_path / "ws" / "sessions" / "t1"
     (folder / "tool_result-c1.txt").symlink_to(tmp_path / "elsewhere" / "x.txt")
@@ -291,7 +303,9 @@ async def test_a_planted_link_is_never_written_through(tmp_path: Path) -> None:
 
 
 async def test_the_filter_of_a_session_is_on_its_session(tmp_path: Path) -> None:
-    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "../../etc/passwd")
+    session = WorkspaceSession(
+        LocalWorkspace(tmp_path / "ws"), "../../etc/passwd", summary_model=False
+    )
     assert "/" not in session.session_id
     offload = session.input_filter(memory=True)
     assert offload.session_id == session.session_id
@@ -316,26 +330,26 @@ async def test_a_workspace_that_keeps_no_history_is_refused_at_construction() ->
             return getattr(self._workspace, name)
 
     with pytest.raises(ConfigError, match="append_history, read_history"):
-        WorkspaceSession(NoHistory(), "t1")  # type: ignore[arg-type]
+        WorkspaceSession(NoHistory(), "t1", summary_model=False)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="not a ctxoffload Workspace"):
-        WorkspaceSession(object(), "t1")  # type: ignore[arg-type]
+        WorkspaceSession(object(), "t1", summary_model=False)  # type: ignore[arg-type]
     # A path is refused naming the class the user built, not the door's filter.
     with pytest.raises(ConfigError, match=r"^WorkspaceSession: workspace is the path 'ws'"):
-        WorkspaceSession("ws", "t1")  # type: ignore[arg-type]
-    assert WorkspaceSession(InMemoryWorkspace(), "t1").session_id == "t1"
+        WorkspaceSession("ws", "t1", summary_model=False)  # type: ignore[arg-type]
+    assert WorkspaceSession(InMemoryWorkspace(), "t1", summary_model=False).session_id == "t1"
 
 
 async def test_an_add_a_kill_cut_part_way_is_never_seen_half(tmp_path: Path) -> None:
-    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    session = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", summary_model=False)
     await session.add_items([user("a"), user("b")])
     log = history_file(tmp_path / "ws")
     whole = log.read_bytes()
     await session.add_items([user("c" * 1_000), user("d")])
     log.write_bytes(log.read_bytes()[: len(whole) + 500])  # the write, cut by a kill
-    fresh = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    fresh = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", summary_model=False)
     assert await fresh.get_items() == [user("a"), user("b")]
     await fresh.add_items([user("e")])
-    again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1")
+    again = WorkspaceSession(LocalWorkspace(tmp_path / "ws"), "t1", summary_model=False)
     assert await again.get_items() == [user("a"), user("b"), user("e")]
 
 
@@ -345,7 +359,7 @@ from ctxoffload import LocalWorkspace
 from ctxoffload.integrations.openai_agents import WorkspaceSession
 
 async def main():
-    session = WorkspaceSession(LocalWorkspace(sys.argv[1]), "t1")
+    session = WorkspaceSession(LocalWorkspace(sys.argv[1]), "t1", summary_model=False)
     first = int(sys.argv[2])
     for i in range(first, first + 10_000):
         body = f"{i}:" + "x" * int(sys.argv[3])
@@ -380,7 +394,9 @@ def test_a_kill_mid_add_loses_no_acknowledged_item_and_leaves_no_half_one(
         acknowledged += [int(n) for n in child.stdout.read().split()]  # printed before it died
         child.stdout.close()
 
-    items = asyncio.run(WorkspaceSession(LocalWorkspace(folder), "t1").get_items())
+    items = asyncio.run(
+        WorkspaceSession(LocalWorkspace(folder), "t1", summary_model=False).get_items()
+    )
     # Pairs, each whole; every acknowledged pair there, in order; at most one more per kill.
     assert len(items) % 2 == 0
     numbers = []
@@ -391,11 +407,11 @@ def test_a_kill_mid_add_loses_no_acknowledged_item_and_leaves_no_half_one(
     assert set(acknowledged) <= set(numbers)
     assert numbers == sorted(numbers) and len(numbers) - len(set(acknowledged)) <= 6
     # The session goes on after the kills: the next add lands whole after them.
-    session = WorkspaceSession(LocalWorkspace(folder), "t1")
+    session = WorkspaceSession(LocalWorkspace(folder), "t1", summary_model=False)
     asyncio.run(session.add_items([user("after")]))
-    assert asyncio.run(WorkspaceSession(LocalWorkspace(folder), "t1").get_items())[-1] == user(
-        "after"
-    )
+    assert asyncio.run(
+        WorkspaceSession(LocalWorkspace(folder), "t1", summary_model=False).get_items()
+    )[-1] == user("after")
 
 
 # Two writers of one conversation (two workers, two processes): the log's order decides.
@@ -422,14 +438,14 @@ def two_stores(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Workspac
 
 
 async def two_sessions(stores: tuple[Workspace, Workspace]) -> list[WorkspaceSession]:
-    a, b = (WorkspaceSession(store, "t1", config=WRITERS) for store in stores)
+    a, b = (WorkspaceSession(store, "t1", config=WRITERS, summary_model=False) for store in stores)
     await a.add_items(conversation())
     return [a, b]
 
 
 async def compacted_alone() -> list[Any]:
     """What one compaction of `conversation()` leaves, with nobody beside it."""
-    session = WorkspaceSession(InMemoryWorkspace(), "t1", config=WRITERS)
+    session = WorkspaceSession(InMemoryWorkspace(), "t1", config=WRITERS, summary_model=False)
     await session.add_items(conversation())
     await session.run_compaction({"force": True})
     return await session.get_items()
@@ -451,7 +467,7 @@ async def test_two_workers_compacting_at_once_leave_one_summary_and_each_turn_on
     a, b = await two_sessions(two_stores)
     await b.get_items()  # both have read the conversation
     await asyncio.gather(a.run_compaction({"force": True}), b.run_compaction({"force": True}))
-    fresh = WorkspaceSession(two_stores[0], "t1")
+    fresh = WorkspaceSession(two_stores[0], "t1", summary_model=False)
     await assert_compacted_once([a, b, fresh])
 
 
@@ -464,7 +480,7 @@ async def test_two_threads_compacting_at_once_leave_one_summary_and_each_turn_on
     failed: list[BaseException] = []
 
     def compact() -> None:
-        session = WorkspaceSession(make(tmp_path), "t1", config=WRITERS)
+        session = WorkspaceSession(make(tmp_path), "t1", config=WRITERS, summary_model=False)
 
         async def go() -> None:
             await session.get_items()
@@ -482,7 +498,7 @@ async def test_two_threads_compacting_at_once_leave_one_summary_and_each_turn_on
     for thread in threads:
         thread.join()
     assert failed == []
-    await assert_compacted_once([WorkspaceSession(make(tmp_path), "t1")])
+    await assert_compacted_once([WorkspaceSession(make(tmp_path), "t1", summary_model=False)])
 
 
 async def test_two_compactions_that_both_append_fold_to_the_first(
@@ -509,7 +525,7 @@ async def test_two_compactions_that_both_append_fold_to_the_first(
     log = two_stores[0]
     assert isinstance(log, HistoryLog)
     assert sum("base" in record for _, record in await log.read_history("t1")) == 2
-    await assert_compacted_once([a, b, WorkspaceSession(two_stores[0], "t1")])
+    await assert_compacted_once([a, b, WorkspaceSession(two_stores[0], "t1", summary_model=False)])
 
 
 COMPACTOR = """
@@ -520,7 +536,8 @@ from ctxoffload.integrations.openai_agents import WorkspaceSession
 async def main():
     where, go = sys.argv[1], pathlib.Path(sys.argv[2])
     store = SqlWorkspace(where) if where.startswith("sqlite") else LocalWorkspace(where)
-    session = WorkspaceSession(store, "t1", config=ContextConfig(context_window=4_000))
+    config = ContextConfig(context_window=4_000)
+    session = WorkspaceSession(store, "t1", config=config, summary_model=False)
     await session.get_items()
     print("ready", flush=True)
     while not go.exists():
@@ -551,7 +568,7 @@ async def test_two_processes_compacting_at_once_leave_one_summary_and_each_turn_
         assert child.wait(timeout=120) == 0
         assert child.stdout is not None
         child.stdout.close()
-    await assert_compacted_once([WorkspaceSession(make(tmp_path), "t1")])
+    await assert_compacted_once([WorkspaceSession(make(tmp_path), "t1", summary_model=False)])
 
 
 async def test_an_add_beside_a_compaction_is_kept_once_after_the_summary(
@@ -561,7 +578,7 @@ async def test_an_add_beside_a_compaction_is_kept_once_after_the_summary(
     late = [user("late question"), {"role": "assistant", "content": "late answer"}]
     await asyncio.gather(a.run_compaction({"force": True}), b.add_items(late))
     alone = await compacted_alone()
-    for session in (a, b, WorkspaceSession(two_stores[0], "t1")):
+    for session in (a, b, WorkspaceSession(two_stores[0], "t1", summary_model=False)):
         items = await session.get_items()
         assert SUMMARY in json.dumps(items[0])
         assert items[1:] == [*alone[1:], *late]
@@ -575,7 +592,7 @@ async def test_a_pop_beside_a_compaction_removes_the_item_for_good(
     _, popped = await asyncio.gather(a.run_compaction({"force": True}), b.pop_item())
     assert popped == conversation()[-1]
     alone = await compacted_alone()
-    for session in (a, b, WorkspaceSession(two_stores[0], "t1")):
+    for session in (a, b, WorkspaceSession(two_stores[0], "t1", summary_model=False)):
         items = await session.get_items()
         assert popped not in items
         if SUMMARY in json.dumps(items[0]):  # the compaction applied, one summary
@@ -604,7 +621,7 @@ async def test_a_clear_beside_a_compaction_leaves_the_conversation_empty(
     a, b = await two_sessions(two_stores)
     await b.get_items()
     await asyncio.gather(a.run_compaction({"force": True}), b.clear_session())
-    for session in (a, b, WorkspaceSession(two_stores[0], "t1")):
+    for session in (a, b, WorkspaceSession(two_stores[0], "t1", summary_model=False)):
         assert await session.get_items() == []
 
 
@@ -622,7 +639,7 @@ async def test_a_log_where_two_compactions_replaced_the_same_items_folds_to_the_
         "t1", {"base": [user("S2"), user("c")], "replaces": [[1, 0], [1, 1], [1, 2]]}
     )
     await workspace.append_history("t1", {"add": [user("d")]})
-    session = WorkspaceSession(workspace, "t1")
+    session = WorkspaceSession(workspace, "t1", summary_model=False)
     assert await session.get_items() == [user("S1"), user("c"), user("d")]
     assert await session.pop_item() == user("d")
     await session.clear_session()

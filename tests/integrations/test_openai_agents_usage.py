@@ -37,7 +37,9 @@ async def _converse(
     folder: Path, provider: ReportingProvider, *, wrapped: bool, stream: bool
 ) -> OffloadingInputFilter:
     """`TURNS` runs in sequence on one session, each given the items of the one before."""
-    offload = OffloadingInputFilter(LocalWorkspace(folder), config=CONFIG, session_id="u")
+    offload = OffloadingInputFilter(
+        LocalWorkspace(folder), config=CONFIG, session_id="u", summary_model=False
+    )
     items: list[Any] = []
     with OpenAIServer() as server:
         server.responder = provider
@@ -95,7 +97,9 @@ async def test_a_reply_without_a_whole_count_is_not_taken(tmp_path: Path, usage:
 async def test_a_request_the_filter_did_not_make_reports_nothing(tmp_path: Path) -> None:
     """Usage is taken only for the items the filter made for its latest call: a request of
     other items (a model called outside the run) is not the projection's."""
-    offload = OffloadingInputFilter(LocalWorkspace(tmp_path / "ws"), config=CONFIG)
+    offload = OffloadingInputFilter(
+        LocalWorkspace(tmp_path / "ws"), config=CONFIG, summary_model=False
+    )
     provider = ReportingProvider()
     await _converse(tmp_path / "ws", provider, wrapped=True, stream=False)
     usage = type("Usage", (), {"input_tokens": 9_000})()

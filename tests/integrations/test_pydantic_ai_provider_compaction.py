@@ -42,7 +42,7 @@ def function_call(batch: int) -> dict[str, Any]:
 
 def agent_on(server: OpenAIServer, folder: Path, client: AsyncOpenAI) -> Agent[None, str]:
     provider = OpenAIProvider(openai_client=client)
-    offload = ContextOffload(LocalWorkspace(folder), config=CONFIG)
+    offload = ContextOffload(LocalWorkspace(folder), config=CONFIG, summary_model=False)
     agent = Agent(
         OpenAIResponsesModel("gpt-5", provider=provider),
         capabilities=[offload],

@@ -41,7 +41,7 @@ async def _converse(
         model = OpenAIChatModel("claude-sonnet-4-5", provider=OpenAIProvider(openai_client=client))
         for turn in range(TURNS):
             if offload is None or turn % (TURNS // runs) == 0:
-                offload = ContextOffload(LocalWorkspace(folder), config=CONFIG)
+                offload = ContextOffload(LocalWorkspace(folder), config=CONFIG, summary_model=False)
                 agent = Agent(model, capabilities=[offload])
             if stream:
                 async with agent.run_stream(

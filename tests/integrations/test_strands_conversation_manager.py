@@ -124,7 +124,9 @@ def texts(messages: list[dict[str, Any]]) -> str:
 
 def test_a_sliding_window_persists_what_it_drops_and_names_the_file(tmp_path: Path) -> None:
     ws = LocalWorkspace(tmp_path / "ws", fsync=False)
-    manager = OffloadingConversationManager(ws, session_id="run-1", window_size=6, per_turn=True)
+    manager = OffloadingConversationManager(
+        ws, session_id="run-1", window_size=6, per_turn=True, summary_model=False
+    )
     model = PlanModel(pages=8)
     agent = Agent(model=model, tools=[fetch], conversation_manager=manager, callback_handler=None)
     assert str(agent("read every page")).strip() == "all pages read"
@@ -146,7 +148,9 @@ def test_a_sliding_window_persists_what_it_drops_and_names_the_file(tmp_path: Pa
 
 def test_an_overflow_reduces_and_retries(tmp_path: Path) -> None:
     ws = LocalWorkspace(tmp_path / "ws", fsync=False)
-    manager = OffloadingConversationManager(ws, session_id="run-2", window_size=4)
+    manager = OffloadingConversationManager(
+        ws, session_id="run-2", window_size=4, summary_model=False
+    )
     model = PlanModel(pages=5, overflow_at=6)
     agent = Agent(model=model, tools=[fetch], conversation_manager=manager, callback_handler=None)
     assert str(agent("read every page")).strip() == "all pages read"
@@ -162,6 +166,7 @@ def test_summarization_writes_the_summary_and_keeps_the_newest(tmp_path: Path) -
         summary_ratio=0.5,
         preserve_recent_messages=2,
         per_turn=2,
+        summary_model=False,
     )
     model = PlanModel(pages=6)
     agent = Agent(model=model, tools=[fetch], conversation_manager=manager, callback_handler=None)
@@ -173,7 +178,11 @@ def test_summarization_writes_the_summary_and_keeps_the_newest(tmp_path: Path) -
 
 def test_a_workspace_that_cannot_store_removes_nothing(tmp_path: Path) -> None:
     manager = OffloadingConversationManager(
-        LocalWorkspace(tmp_path / "ws"), session_id="run-4", window_size=2, per_turn=True
+        LocalWorkspace(tmp_path / "ws"),
+        session_id="run-4",
+        window_size=2,
+        per_turn=True,
+        summary_model=False,
     )
     # The workspace breaks after the manager was built (a folder that is a file then is
     # refused at construction: tests/integrations/test_contract.py).
@@ -187,21 +196,23 @@ def test_a_workspace_that_cannot_store_removes_nothing(tmp_path: Path) -> None:
 def test_bad_settings_are_refused(tmp_path: Path) -> None:
     ws = LocalWorkspace(tmp_path / "ws")
     with pytest.raises(ValueError, match="strategy"):
-        OffloadingConversationManager(ws, strategy="window")
+        OffloadingConversationManager(ws, strategy="window", summary_model=False)
     with pytest.raises(ValueError, match="per_turn"):
-        OffloadingConversationManager(ws, per_turn=0)
+        OffloadingConversationManager(ws, per_turn=0, summary_model=False)
     with pytest.raises(ValueError, match="session_id"):
-        OffloadingConversationManager(ws, session_id="../x")
+        OffloadingConversationManager(ws, session_id="../x", summary_model=False)
 
 
 def test_anything_but_an_offloader_is_refused_naming_what_it_lacks() -> None:
     with pytest.raises(ConfigError, match="object has no offload_context, offload_tool_result"):
-        OffloadingConversationManager(object())  # type: ignore[arg-type]
+        OffloadingConversationManager(object(), summary_model=False)  # type: ignore[arg-type]
 
 
 def test_a_custom_offloader_with_the_three_methods_gets_what_is_dropped() -> None:
     custom = MinimalOffloader()
-    manager = OffloadingConversationManager(custom, session_id="run-6", window_size=2)
+    manager = OffloadingConversationManager(
+        custom, session_id="run-6", window_size=2, summary_model=False
+    )
     agent = Agent(
         model=PlanModel(pages=3), tools=[fetch], conversation_manager=manager, callback_handler=None
     )
@@ -219,7 +230,7 @@ def test_the_managers_loop_thread_ends_with_the_manager(tmp_path: Path) -> None:
 
     before = loop_threads()
     manager = OffloadingConversationManager(
-        LocalWorkspace(tmp_path / "ws"), session_id="run-5", window_size=2
+        LocalWorkspace(tmp_path / "ws"), session_id="run-5", window_size=2, summary_model=False
     )
     agent = Agent(
         model=PlanModel(pages=3), tools=[fetch], conversation_manager=manager, callback_handler=None
@@ -275,7 +286,7 @@ class CompactingModel(ScriptedModelBase):
 def test_the_compact_tool_compacts_once_per_step_and_says_where(tmp_path: Path) -> None:
     ws = LocalWorkspace(tmp_path / "ws", fsync=False)
     manager = OffloadingConversationManager(
-        ws, session_id="run-c", strategy="summarization", summary_ratio=0.5
+        ws, session_id="run-c", strategy="summarization", summary_ratio=0.5, summary_model=False
     )
     agent = Agent(
         model=CompactingModel(pages=6),
@@ -318,7 +329,9 @@ def test_the_manager_is_the_sessions_one_live_writer_and_signs_its_events(
         return f"page {page}"
 
     ws = LocalWorkspace(tmp_path / "ws", fsync=False)
-    manager = OffloadingConversationManager(ws, session_id="run-l", window_size=6, per_turn=True)
+    manager = OffloadingConversationManager(
+        ws, session_id="run-l", window_size=6, per_turn=True, summary_model=False
+    )
     agent = Agent(
         name="reader",
         model=SlowModel(),
@@ -331,7 +344,9 @@ def test_the_manager_is_the_sessions_one_live_writer_and_signs_its_events(
     first.start()
     try:
         assert entered.wait(60), "the first run never reached its tool"
-        other = OffloadingConversationManager(ws, session_id="run-l", window_size=6)
+        other = OffloadingConversationManager(
+            ws, session_id="run-l", window_size=6, summary_model=False
+        )
         intruder = Agent(
             name="intruder",
             model=PlanModel(pages=2),
@@ -363,7 +378,7 @@ def test_a_manager_serves_the_session_of_one_agent_only(tmp_path: Path) -> None:
     from strands.session.file_session_manager import FileSessionManager
 
     ws = LocalWorkspace(tmp_path / "ws", fsync=False)
-    manager = OffloadingConversationManager(ws, window_size=6, per_turn=True)
+    manager = OffloadingConversationManager(ws, window_size=6, per_turn=True, summary_model=False)
 
     def agent_of(session: str) -> Agent:
         return Agent(
@@ -423,6 +438,7 @@ def test_a_long_lived_agent_keeps_a_bounded_number_of_notes(tmp_path: Path) -> N
         summary_ratio=0.5,
         preserve_recent_messages=2,
         per_turn=True,
+        summary_model=False,
     )
     agent = Agent(
         model=OnePagePerQuestion(),
@@ -492,7 +508,9 @@ def test_an_overflow_below_the_window_size_moves_the_oldest_turns_out(
     the manager removed nothing and re-raised, ending the run, where Strands' own sliding
     window trims. The oldest turns go to context.jsonl first, and every question is answered."""
     ws = LocalWorkspace(tmp_path / "ws", fsync=False)
-    manager = OffloadingConversationManager(ws, session_id="s", strategy=strategy)
+    manager = OffloadingConversationManager(
+        ws, session_id="s", strategy=strategy, summary_model=False
+    )
     model = SizeLimitedModel(limit=20_000)
     agent = Agent(
         model=model, tools=[report_of(160)], conversation_manager=manager, callback_handler=None
@@ -515,7 +533,9 @@ def test_an_overflow_from_one_tool_result_stores_it_whole_and_cuts_it(
     overflow. It is stored whole in the workspace, the history keeps its head and a notice
     naming the file, and the retried request fits."""
     ws = LocalWorkspace(tmp_path / "ws", fsync=False)
-    manager = OffloadingConversationManager(ws, session_id="s", strategy=strategy)
+    manager = OffloadingConversationManager(
+        ws, session_id="s", strategy=strategy, summary_model=False
+    )
     model = SizeLimitedModel(limit=20_000)
     agent = Agent(
         model=model, tools=[report_of(1_200)], conversation_manager=manager, callback_handler=None
@@ -548,7 +568,9 @@ def test_one_manager_refuses_a_second_agent_while_the_first_runs(tmp_path: Path)
         return f"page {page}"
 
     ws = LocalWorkspace(tmp_path / "ws", fsync=False)
-    manager = OffloadingConversationManager(ws, session_id="shared", window_size=6)
+    manager = OffloadingConversationManager(
+        ws, session_id="shared", window_size=6, summary_model=False
+    )
     first = Agent(
         name="first",
         model=SlowModel(),
@@ -606,6 +628,7 @@ def test_an_agent_resumed_from_its_strands_session_gets_the_history_it_had(
             summary_ratio=0.5,
             preserve_recent_messages=2,
             per_turn=True,
+            summary_model=False,
         )
         return Agent(
             agent_id="reader",
@@ -686,7 +709,7 @@ def test_an_overflow_from_a_call_that_wrote_a_whole_file_cuts_its_arguments(
     its id and path, and the retried request fits (Strands' history is made again from the
     cut, so it carries the cut)."""
     ws = LocalWorkspace(tmp_path / "ws", fsync=False)
-    manager = OffloadingConversationManager(ws, session_id="s")
+    manager = OffloadingConversationManager(ws, session_id="s", summary_model=False)
     model = FileWritingModel(limit=20_000)
     agent = Agent(
         model=model, tools=[write_file], conversation_manager=manager, callback_handler=None
@@ -736,7 +759,12 @@ def test_a_call_that_wrote_a_whole_file_is_cut_before_a_request_goes_over_the_wi
     path, a head and a notice naming that file."""
     ws = LocalWorkspace(tmp_path / "ws", fsync=False)
     manager = OffloadingConversationManager(
-        ws, session_id="s", strategy=strategy, per_turn=per_turn, context_window=8_000
+        ws,
+        session_id="s",
+        strategy=strategy,
+        per_turn=per_turn,
+        context_window=8_000,
+        summary_model=False,
     )
     model = WriteOnceModel(limit=10**9)
     agent = Agent(

@@ -30,6 +30,7 @@ def _converse(folder: Path, provider: ReportingProvider, model_id: str) -> Agent
         preserve_recent_messages=4,
         proactive_compression={"compression_threshold": 0.8},
         context_window=WINDOW,
+        summary_model=False,
     )
     with OpenAIServer() as server:
         server.responder = provider

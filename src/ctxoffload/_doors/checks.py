@@ -9,7 +9,6 @@ from typing import Any
 
 from ..compression import ContextConfig
 from ..exceptions import ConfigError
-from ..model import ChatModel
 from ..workspace import LocalWorkspace, Offloader, Workspace
 from .doors import Door
 
@@ -85,28 +84,6 @@ def checked_config(config: object) -> ContextConfig:
             "config=ContextConfig(context_window=..., tool_result_limit=...)"
         )
     return config
-
-
-def checked_summary_model(model: object) -> ChatModel | None:
-    """The door's summary model: a ctxoffload `ChatModel` (its `generate` a coroutine
-    function), or None for an extractive summary.
-
-    Raises:
-        ConfigError: anything else: a model's name as a string (pydantic-ai's
-            "openai:gpt-4o"), a host's own model object (pydantic-ai's, LangChain's), which
-            would fail at the first summary, deep in a run.
-    """
-    if model is None:
-        return None
-    generate = getattr(model, "generate", None)
-    if isinstance(model, (str, bytes)) or not inspect.iscoroutinefunction(generate):
-        what = f"the string {model!r}" if isinstance(model, str) else type(model).__name__
-        raise ConfigError(
-            f"summary_model is {what}, not a ctxoffload ChatModel (an object with an async "
-            "generate(messages)): pass ctxoffload.agent.OpenAIChatModel(...) or a model of "
-            "your own, or None for an extractive summary"
-        )
-    return model  # type: ignore[return-value]
 
 
 def checked_positive(value: object, name: str) -> int:

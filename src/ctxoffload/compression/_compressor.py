@@ -126,7 +126,8 @@ class Compressor:
 
     @model.setter
     def model(self, model: ChatModel | None) -> None:
-        # Who writes the summaries from now on; the window stays what it was.
+        # A host door learns the agent's model at its first call, after the compressor was
+        # made: from the next summary on, that model writes them (None: the extract).
         self._services.settings = replace(self._services.settings, model=model)
 
     @property

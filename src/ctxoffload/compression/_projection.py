@@ -178,6 +178,17 @@ class Projector:
                 self._compressor.count_with(get_token_counter(model_name))
             return self._compressor.counter
 
+    def use_summary_model(self, model: ChatModel | None) -> None:
+        """Have `model` write this projector's summaries from its next compaction on: for a
+        host whose agent's model is known only at its first call (None: the extractive
+        summary). What was summarised before stays as it was.
+
+        Args:
+            model: the summary model, or None.
+        """
+        if self._compressor.model is not model:
+            self._compressor.model = model
+
     async def project(
         self,
         history: Sequence[Msg | Mapping[str, Any]],
@@ -220,7 +231,7 @@ class Projector:
             )
         async with self._lock():
             if summary_model is not None:
-                self._compressor.model = summary_model
+                self.use_summary_model(summary_model)
             # The call's events (a compaction's, its answer to a request) are written with
             # its record, in one append (`_record`); on an error, before it is raised.
             self._compressor.hold_events()

@@ -14,7 +14,6 @@ import asyncio
 import importlib
 from typing import Any
 
-from .._doors.checks import checked_summary_model
 from ..compression import Compressor, ContextConfig
 from ..exceptions import ConfigError
 from ..messages import Msg
@@ -23,6 +22,7 @@ from ..workspace import writing_as
 from ._call_arguments import cut_arguments
 from ._haystack_messages import CallIds, read_message, result_parts
 from ._haystack_store import INSTALL_HINT, WorkspaceResultStore
+from ._haystack_summary import summary_writer
 from ._reading import readers_for
 
 __all__ = ["WorkspaceCompactor"]
@@ -39,8 +39,10 @@ class WorkspaceCompactor:
 
     Each compaction appends the older messages to `sessions/<session>/context.jsonl`, then puts
     one user message in their place: ctxoffload's five-field summary (written by
-    `summary_model`, else extracted), naming those lines and every file their results were
-    stored in, which the agent reads back with the store's tools. What stays is the newest
+    `summary_model`, else extracted: Haystack's `CompactionHook` hands its compactor the
+    messages only, never the Agent's chat generator, so none is seen unless given), naming
+    those lines and every file their results were stored in, which the agent reads back with
+    the store's tools. What stays is the newest
     turns within about half of `target_tokens` (the rest is the summary's), the same
     `ChatMessage` objects, the system prompt and the latest user request among them. If the
     messages cannot be stored, nothing leaves (it returns None, as a compactor that declines).
@@ -48,13 +50,16 @@ class WorkspaceCompactor:
     Args:
         store: the `WorkspaceResultStore` whose workspace and session it writes (so a
             result offloaded by the hook and the messages compacted later are one session).
-        summary_model: a ctxoffload `ChatModel` that writes summaries; None for an
-            extractive summary.
+        summary_model: the chat generator that writes summaries (a component whose `run`
+            takes `messages`, such as the Agent's own `OpenAIChatGenerator`; asked with JSON
+            instructions, and OpenAI's `response_format` for an `OpenAIChatGenerator`), or a
+            ctxoffload `ChatModel`; None or False: the extractive summary.
         config: the summary's prompt and template (`ContextConfig`); its window and
             thresholds are Haystack's to decide (`CompactionHook`'s).
 
     Raises:
-        ConfigError: `store` is no `WorkspaceResultStore`, or `config` no `ContextConfig`.
+        ConfigError: `store` is no `WorkspaceResultStore`, `config` no `ContextConfig`, or
+            `summary_model` none of the above.
 
     Example::
 
@@ -67,7 +72,7 @@ class WorkspaceCompactor:
         self,
         store: WorkspaceResultStore,
         *,
-        summary_model: ChatModel | None = None,
+        summary_model: ChatModel | Any | None = None,
         config: ContextConfig | None = None,
     ) -> None:
         if not isinstance(store, WorkspaceResultStore):
@@ -81,11 +86,12 @@ class WorkspaceCompactor:
                 "config=ContextConfig(summary_template=...) or leave it out"
             )
         self.store = store
-        self.summary_model = checked_summary_model(summary_model)
         self.config = config or ContextConfig()
+        self._summaries = summary_writer(summary_model, self.config.context_window)
+        self.summary_model = self._summaries.model()
         self._compressor = Compressor(
             self.config,
-            model=summary_model,
+            model=self.summary_model,
             offloader=store.workspace,
             session_id=store.session_id,
             context_window=self.config.context_window or _NO_WINDOW,
@@ -125,16 +131,20 @@ class WorkspaceCompactor:
             raise ConfigError(
                 "a WorkspaceCompactor with a summary_model cannot be serialised: build it in code"
             )
+        parameters: dict[str, Any] = {"store": self.store.to_dict()}
+        if self._summaries.opted_out:
+            parameters["summary_model"] = False
         return {
             "type": f"ctxoffload.integrations.haystack.{type(self).__qualname__}",
-            "init_parameters": {"store": self.store.to_dict()},
+            "init_parameters": parameters,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WorkspaceCompactor:
         """The compactor `to_dict` described."""
-        store = WorkspaceResultStore.from_dict(data["init_parameters"]["store"])
-        return cls(store)
+        parameters = data["init_parameters"]
+        store = WorkspaceResultStore.from_dict(parameters["store"])
+        return cls(store, summary_model=False if parameters.get("summary_model") is False else None)
 
     async def _compact(self, messages: list[Any], target_tokens: int) -> list[Any] | None:
         store = self.store

@@ -39,7 +39,7 @@ from .._tokens.counters import fits_by_size
 from ..compression import ContextConfig, Projector
 from ..exceptions import ConfigError
 from ..messages import Msg, ToolResultBlock
-from ..model import ChatModel, ModelResponse
+from ..model import ChatModel
 from ..workspace import Workspace, writing_as
 from ._langchain_messages import (
     INSTALL_HINT,
@@ -48,6 +48,7 @@ from ._langchain_messages import (
     to_langchain,
     with_content_of,
 )
+from ._langchain_summary import declared_window, summary_writer
 from ._model_name import model_name_of
 from ._reading import read_back
 
@@ -58,12 +59,10 @@ try:
     _AgentMiddleware: Any = _types.AgentMiddleware
     _internal = importlib.import_module("langchain.agents.middleware.internal_call_transformer")
     _ToolMessage: Any = importlib.import_module("langchain_core.messages").ToolMessage
-    _BaseChatModel: Any = importlib.import_module("langchain_core.language_models").BaseChatModel
     _StructuredTool: Any = importlib.import_module("langchain_core.tools").StructuredTool
     _to_openai_tool: Any = importlib.import_module(
         "langchain_core.utils.function_calling"
     ).convert_to_openai_tool
-    _TAG_NOSTREAM: str = importlib.import_module("langgraph.constants").TAG_NOSTREAM
     _RemoveMessage: Any = importlib.import_module("langchain_core.messages").RemoveMessage
     _REMOVE_ALL: str = importlib.import_module("langgraph.graph.message").REMOVE_ALL_MESSAGES
     _Command: Any = importlib.import_module("langgraph.types").Command
@@ -114,9 +113,12 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         config: when to truncate and when to summarise. Its `context_window` is the
             window; without one, the window the agent's model declares in its profile
             (`model.profile["max_input_tokens"]`).
-        summary_model: what writes summaries: a ctxoffload `ChatModel`, or a LangChain chat
-            model (called tagged `nostream` with `lc_source: summarization`, so a summary is
-            not streamed to the user); None for an extractive summary.
+        summary_model: what writes summaries: a LangChain chat model, or an
+            `init_chat_model` string ("openai:gpt-4o-mini", resolved when the middleware is
+            built), or a ctxoffload `ChatModel`; left out, the model of each request (the
+            agent's own); False for the extractive summary. A LangChain model is asked
+            through its structured output where it has one, tagged `nostream` with
+            `lc_source: summarization`, so a summary is never streamed to the user.
         session_id: the session (a plain name) of runs that have no thread_id; None for a
             new session per such run.
         max_output_chars: longest answer of a reading tool.
@@ -126,8 +128,9 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
 
     Raises:
         ConfigError: `workspace` is no workspace (a path: pass `LocalWorkspace(path)`; a
-            workdir that is a file), `config` is no `ContextConfig`, or `max_output_chars`
-            is not a positive int.
+            workdir that is a file), `config` is no `ContextConfig`, `max_output_chars`
+            is not a positive int, or `summary_model` is none of the above (a name
+            `init_chat_model` cannot resolve: LangChain's reason is given).
         InvalidSessionId: `session_id` is not a plain name.
 
     Example::
@@ -171,11 +174,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         # interrupt) and go on from its checkpoint later, in another process: its lease is
         # given up once it is idle and taken again at its next call (`HostRuns.calling`).
         self._runs = HostRuns(workspace, _DOOR, release_idle=_IDLE_RELEASE)
-        self._summary_model: ChatModel | None = (
-            _SummaryModel(summary_model, self.config.context_window)
-            if isinstance(summary_model, _BaseChatModel)
-            else summary_model
-        )
+        self._summaries = summary_writer(summary_model, self.config.context_window)
         # Per session: its projector, released when a run of it ends and forgotten past
         # `SESSIONS_KEPT` (`Kept`: a thread forgotten, then back, projects from its record
         # and its checkpoint), and per message key the LangChain message last seen and its
@@ -430,7 +429,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
         the agent's model (`model_name`, `model` or `model_id`) from its first call."""
         with self._guard:
             window = self.config.context_window or (
-                _declared_window(model) if model is not None else None
+                declared_window(model) if model is not None else None
             )
 
             def make() -> Projector:
@@ -439,7 +438,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
                     self.workspace,
                     session,
                     config=self.config,
-                    model=self._summary_model,
+                    model=self._summaries.model(model),
                     context_window=window,
                     reader_tools=self._readers,
                 )
@@ -528,13 +527,6 @@ def _reported_input(response: Any) -> int:
     return 0
 
 
-def _declared_window(model: Any) -> int | None:
-    """The input window a LangChain chat model declares (`model.profile`, LangChain 1.x)."""
-    profile = getattr(model, "profile", None)
-    window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
-    return window if isinstance(window, int) and window > 0 else None
-
-
 def _unchanged(state: Sequence[Any], sent: Sequence[Any]) -> bool:
     """Whether `sent` is `state` itself, message for message."""
     return len(state) == len(sent) and all(a is b for a, b in zip(state, sent, strict=True))
@@ -595,31 +587,6 @@ def _with_output(result: Any, given: ToolResultBlock, kept: ToolResultBlock) -> 
     if kept.output == given.output or not isinstance(kept.output, str):
         return result
     return result.model_copy(update={"content": kept.output})
-
-
-class _SummaryModel:
-    """A LangChain chat model as ctxoffload's summary model. Its calls carry LangChain's
-    marks for an internal call (tag `nostream`, `lc_source: summarization`), so a summary is
-    not streamed into the user's UI, as LangChain's own `SummarizationMiddleware` does."""
-
-    def __init__(self, model: Any, context_window: int | None) -> None:
-        self._model = model
-        self.model_name = str(getattr(model, "model_name", None) or type(model).__name__)
-        self.context_window = context_window or _declared_window(model) or 0
-
-    async def generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        response_schema: dict[str, Any] | None = None,
-    ) -> ModelResponse:
-        config = {
-            "tags": [_TAG_NOSTREAM],
-            "metadata": {"lc_source": "summarization", **_internal.internal_call_metadata()},
-        }
-        reply = await self._model.ainvoke(to_langchain(messages), config=config)
-        return ModelResponse(message=from_langchain([reply])[0])
 
 
 _DOOR = DOORS["langchain"]

@@ -17,12 +17,7 @@ import uuid
 import weakref
 from typing import Any
 
-from .._doors.checks import (
-    checked_config,
-    checked_positive,
-    checked_summary_model,
-    checked_workspace,
-)
+from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session
 from .._doors.runs import HostRuns, Kept, record_door
@@ -34,15 +29,14 @@ from ..messages import Msg
 from ..model import ChatModel
 from ..workspace import Workspace
 from ._model_name import model_name_of
-from ._openai_agents_items import as_history, projected_items, tool_schemas
+from ._openai_agents_items import INSTALL_HINT, as_history, projected_items, tool_schemas
+from ._openai_agents_summary import summary_writer
 from ._reading import read_back, readers_for
 
 __all__ = ["DOOR", "INSTALL_HINT", "OffloadingInputFilter", "sdk_run"]
 
 
 logger = logging.getLogger("ctxoffload")
-
-INSTALL_HINT = "The OpenAI Agents SDK is not installed: pip install 'ctxoffload[openai-agents]'"
 
 
 class OffloadingInputFilter:
@@ -70,8 +64,12 @@ class OffloadingInputFilter:
         workspace: where offloaded content goes (a `Workspace`; a path is refused: pass
             `LocalWorkspace(path)`).
         config: when to truncate and when to summarise; its `context_window` is the window.
-        summary_model: the ctxoffload `ChatModel` that writes summaries; None for an
-            extractive summary.
+        summary_model: what writes summaries: an SDK `Model` or a model name (routed by
+            the SDK's default provider, checked now and resolved at the first summary), or
+            a ctxoffload `ChatModel`; left out, the agent's own model (its `model`, or the
+            one given to `wrap`; an agent with none of its own, whose model the run's
+            `RunConfig` picks, gets the extract); False for the extractive summary. An SDK
+            model is asked through an output schema, its tracing disabled, outside the run.
         session_id: the conversation every run of this filter writes (a plain name is its
             session; any other id is mapped by the one rule, `session_id_for`); None for a
             new session per run.
@@ -80,7 +78,8 @@ class OffloadingInputFilter:
 
     Raises:
         ConfigError: `workspace` is no workspace (or a folder that is a file), `config` is
-            no `ContextConfig`, or `max_output_chars` is not a positive int.
+            no `ContextConfig`, `max_output_chars` is not a positive int, or
+            `summary_model` is none of the above (a name the SDK cannot route: its reason).
     """
 
     def __init__(
@@ -88,7 +87,7 @@ class OffloadingInputFilter:
         workspace: Workspace,
         *,
         config: ContextConfig | None = None,
-        summary_model: ChatModel | None = None,
+        summary_model: ChatModel | Any | None = None,
         session_id: str | None = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
@@ -97,7 +96,9 @@ class OffloadingInputFilter:
         self.config = checked_config(config)
         self.max_output_chars = checked_positive(max_output_chars, "max_output_chars")
         self.memory = memory
-        self.summary_model = checked_summary_model(summary_model)
+        self._summaries = summary_writer(summary_model, self.config.context_window)
+        # The agent's own model, as the filter last saw it (`wrap`'s, else the agent's).
+        self._agent_model: Any = None
         self._readers = readers_for(self.workspace, self.config)  # what every notice names: `tools`
         self.session_id: str | None = None
         self._conversation: object = None  # the host's id of the named conversation
@@ -127,6 +128,12 @@ class OffloadingInputFilter:
         self._conversation = conversation
         self._projector, _ = self._named.get_or_make(session, lambda: self._new_projector(session))
 
+    @property
+    def summary_model(self) -> ChatModel | None:
+        """The model that writes the summaries now: `summary_model`, else the agent's own as
+        the filter last saw it, else None (the extract)."""
+        return self._summaries.model(self._agent_model)
+
     def _new_projector(self, session: str) -> Projector:
         return Projector(
             self.workspace,
@@ -153,10 +160,21 @@ class OffloadingInputFilter:
         tools = tool_schemas(data.agent)
         # The counter of the model: the one `wrap` was given, else the agent's.
         run.projector.use_model(self._model_name or model_name_of(data.agent.model))
+        self._see_agent_model(data.agent.model)
+        run.projector.use_summary_model(self.summary_model)
         projected = await run.projector.project(history, tools=tools)
         sent = projected_items(projected, history, originals)
         run.last = (history, originals, tools, sent)
         return dataclasses.replace(given, input=sent)
+
+    def _see_agent_model(self, model: Any) -> None:
+        """Keep the agent's model (an SDK `Model` or a name) to write its summaries: the one
+        `wrap`'s model wraps, else the agent's; an agent with none keeps the last seen."""
+        base = importlib.import_module("agents.models.interface").Model
+        if isinstance(model, _retrying_model_class(base)):
+            model = model.model
+        if model:
+            self._agent_model = model
 
     async def _run_state(self, agent: str = "agent") -> _Run:
         """The run calling now, begun at its first call: its session named, its lease taken
@@ -267,6 +285,7 @@ class OffloadingInputFilter:
         except ImportError as exc:
             raise ConfigError(INSTALL_HINT) from exc
         self._model_name = self._model_name or model_name_of(model)
+        self._agent_model = self._agent_model or model
         return _retrying_model_class(base)(model, self)
 
     async def reported(self, sent: Any, usage: Any) -> bool:

@@ -15,6 +15,7 @@ from ..formats.responses import from_responses, to_responses
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 
 __all__ = [
+    "INSTALL_HINT",
     "as_history",
     "as_item",
     "call_names",
@@ -24,6 +25,9 @@ __all__ = [
     "projected_items",
     "tool_schemas",
 ]
+
+INSTALL_HINT = "The OpenAI Agents SDK is not installed: pip install 'ctxoffload[openai-agents]'"
+"""What a door of the SDK says where the SDK is missing."""
 
 
 def call_names(items: Sequence[Any]) -> dict[str, str]:

@@ -11,12 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .._doors.checks import (
-    checked_config,
-    checked_summary_model,
-    checked_workspace,
-    not_a_capability,
-)
+from .._doors.checks import checked_config, checked_workspace, not_a_capability
 from .._doors.identity import conversation_session
 from .._doors.runs import record_door
 from ..compression import Compressor, ContextConfig
@@ -36,6 +31,7 @@ from ._openai_agents_items import (
     output_call,
     projected_items,
 )
+from ._openai_agents_summary import summary_writer
 from ._reading import readers_for
 
 __all__ = ["WorkspaceSession"]
@@ -87,13 +83,16 @@ class WorkspaceSession:
             `tool_result_limit` over which an output is kept as head and notice. Without a
             `context_window` in it, `run_compaction` summarises only when forced (as if the
             items filled the window): no trigger can be passed.
-        summary_model: the ctxoffload `ChatModel` that writes summaries; None for an
-            extractive summary.
+        summary_model: what writes the summaries of `run_compaction` and of its
+            `input_filter()`: an SDK `Model` or a model name, or a ctxoffload `ChatModel`;
+            left out, the agent's own model as that filter saw it (before any run of it,
+            the extract); False for the extractive summary.
         keep_whole_outputs: keep each item as the SDK gave it, a big output whole in the
             items too (and again in its file, where the input filter stored it).
 
     Raises:
-        ConfigError: `workspace` is not a `HistoryLog`.
+        ConfigError: `workspace` is not a `HistoryLog`, or `summary_model` is none of the
+            above.
     """
 
     session_settings: Any = None
@@ -104,7 +103,7 @@ class WorkspaceSession:
         session_id: str,
         *,
         config: ContextConfig | None = None,
-        summary_model: ChatModel | None = None,
+        summary_model: ChatModel | Any | None = None,
         keep_whole_outputs: bool = False,
     ) -> None:
         workspace = checked_workspace(workspace, DOOR, adapter="WorkspaceSession")
@@ -121,11 +120,11 @@ class WorkspaceSession:
         self.config = checked_config(config)
         self.keep_whole_outputs = keep_whole_outputs
         self._conversation = session_id
-        self._summary_model = checked_summary_model(summary_model)
+        self._summaries = summary_writer(summary_model, self.config.context_window)
         self._log = workspace  # the same object, as the capability the items are kept with
         self._compressor = Compressor(
             self.config,
-            model=summary_model,
+            model=self._summaries.model(),
             offloader=workspace,
             session_id=self.session_id,
             counter=get_token_counter(None),
@@ -147,7 +146,7 @@ class WorkspaceSession:
         self,
         *,
         config: ContextConfig | None = None,
-        summary_model: ChatModel | None = None,
+        summary_model: ChatModel | Any | None = None,
         **options: Any,
     ) -> OffloadingInputFilter:
         """The `OffloadingInputFilter` of this conversation, for the run's `RunConfig`: on this
@@ -157,8 +156,8 @@ class WorkspaceSession:
 
         Args:
             config: the filter's config; default the session's.
-            summary_model: the model that writes the filter's summaries; default the
-                session's.
+            summary_model: the model that writes the filter's summaries (as the filter
+                takes it); default the session's.
             **options: the filter's other arguments (`max_output_chars`, `memory`).
 
         Raises:
@@ -172,7 +171,7 @@ class WorkspaceSession:
         offload = OffloadingInputFilter(
             self.workspace,
             config=config or self.config,
-            summary_model=summary_model if summary_model is not None else self._summary_model,
+            summary_model=summary_model if summary_model is not None else self._given_model(),
             **options,
         )
         offload._name(self.session_id, self._conversation)
@@ -184,6 +183,12 @@ class WorkspaceSession:
         self._cut_output = cut
         self._filter = offload
         return offload
+
+    def _given_model(self) -> object:
+        """The session's `summary_model` for its filter: the model it adapted, or what was
+        given (None, False)."""
+        fixed = self._summaries.fixed
+        return fixed if fixed is not None else self._summaries.given
 
     async def _begin(self) -> None:
         """In an SDK run, with a filter of this session: the run begins writing the session
@@ -290,6 +295,10 @@ class WorkspaceSession:
                 tokens = max(1, self._compressor.count(history))
                 config = self.config.model_copy(update={"context_window": tokens})
             await self._announce()
+            # The agent's own model, where the session's filter has seen it, writes the
+            # summary unless the session was given one.
+            seen = self._filter._agent_model if self._filter is not None else None
+            self._compressor.model = self._summaries.model(seen)
             result = await self._compressor.maybe_compress(history, force=force, config=config)
             if not result.compressed:
                 return

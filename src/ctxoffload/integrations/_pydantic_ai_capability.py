@@ -17,12 +17,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from .._doors.checks import (
-    checked_config,
-    checked_positive,
-    checked_summary_model,
-    checked_workspace,
-)
+from .._doors.checks import checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.runs import HostRuns, Kept
@@ -42,6 +37,7 @@ from ._pydantic_ai_messages import (
     to_pydantic_ai,
     tool_return_text,
 )
+from ._pydantic_ai_summary import summary_writer
 from ._reading import read_back
 
 __all__ = ["ContextOffload"]
@@ -87,8 +83,11 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         workspace: where offloaded content goes (a `Workspace`; a path is refused: pass
             `LocalWorkspace(path)`).
         config: when to truncate and when to summarise (its `context_window` is the window).
-        summary_model: a ctxoffload `ChatModel` that writes summaries; None for an extractive
-            summary.
+        summary_model: what writes summaries: a pydantic-ai `Model` or model name
+            ("anthropic:claude-haiku-4-5", resolved by pydantic-ai's `infer_model` when the
+            capability is built), or a ctxoffload `ChatModel`; left out, the run's own model;
+            False for the extractive summary. A pydantic-ai model is asked through an output
+            tool, outside the run (no message, usage or span of the run holds the call).
         session_id: the session (a plain name) of every run that names no conversation (no
             `conversation_id` passed, none on its `message_history`, or `"new"`) and of
             hooks called outside a run; None for a new conversation each such run.
@@ -97,7 +96,9 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
 
     Raises:
         ConfigError: `workspace` is no workspace (or a folder that is a file), `config` is
-            no `ContextConfig`, or `max_output_chars` is not a positive int.
+            no `ContextConfig`, `max_output_chars` is not a positive int, or
+            `summary_model` is none of the above (a name `infer_model` cannot resolve:
+            pydantic-ai's reason is given).
         InvalidSessionId: `session_id` is not a plain name.
 
     Example::
@@ -111,7 +112,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         workspace: Workspace,
         *,
         config: ContextConfig | None = None,
-        summary_model: ChatModel | None = None,
+        summary_model: ChatModel | Any | None = None,
         session_id: str | None = None,
         max_output_chars: int = 20_000,
         memory: bool = False,
@@ -119,7 +120,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         self.workspace = checked_workspace(workspace, _DOOR)
         self.memory = memory
         self.config = checked_config(config)
-        self.summary_model = checked_summary_model(summary_model)
+        self._summaries = summary_writer(summary_model, self.config.context_window)
         self.session_id = given_session(session_id)
         if session_id is not None and not _NAMES_DEFAULT_CONVERSATION:  # pragma: no cover
             raise ConfigError(
@@ -158,7 +159,7 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         # run resumed in a new process does, from its record, when it is back.
         run._projector, _ = self._projectors.get_or_make(
             session,
-            lambda: self._new_projector(session),
+            lambda: self._new_projector(session, getattr(ctx, "model", None)),
         )
         return run
 
@@ -276,12 +277,14 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
             self._projector = self._new_projector(self._default_session())
         return self._projector
 
-    def _new_projector(self, session: str) -> Projector:
+    def _new_projector(self, session: str, model: Any = None) -> Projector:
+        """A session's projector; its summaries are written by `summary_model`, else by
+        `model`, the run's own (`ctx.model`), else extracted."""
         return Projector(
             self.workspace,
             session,
             config=self.config,
-            model=self.summary_model,
+            model=self._summaries.model(model),
             reader_tools=self._readers,
         )
 

@@ -20,7 +20,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 from .._disk.compact_requests import CompactRequests
-from .._doors.checks import checked_offloader, checked_summary_model
+from .._doors.checks import checked_offloader
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.runs import HostRuns
@@ -40,6 +40,7 @@ from ..messages import Msg, TextBlock
 from ..tokens import TokenCounter, get_token_counter
 from ..workspace import EventLog, Offloader, writing_as
 from ._model_name import model_name_of
+from ._strands_summary import summary_writer
 
 __all__ = ["OffloadingConversationManager"]
 
@@ -311,7 +312,10 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         window_size: messages kept by the sliding window.
         summary_ratio: share of the messages summarised (0.1-0.8).
         preserve_recent_messages: messages the summarisation always keeps.
-        summary_model: a ctxoffload `ChatModel` for summaries; None: extractive ones.
+        summary_model: what writes the summaries of `"summarization"`: a Strands `Model`
+            (asked through its structured output where it has one) or a ctxoffload
+            `ChatModel`; left out, the agent's own model (`agent.model`); False: the
+            extractive summary.
         per_turn: as Strands': False applies management after each invocation only;
             True before every model call too; N before every N-th.
         proactive_compression: as Strands': reduce past a share of the window.
@@ -319,7 +323,8 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         context_window: the model's window in tokens, for ratio rules and summaries.
 
     Raises:
-        ConfigError: an impossible setting, or `workspace` is not an `Offloader`.
+        ConfigError: an impossible setting, `workspace` is not an `Offloader`, or
+            `summary_model` is none of the above.
         InvalidSessionId: `session_id` is not a plain name.
     """
 
@@ -344,15 +349,18 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
         workspace = checked_offloader(workspace, _DOOR)
         if not isinstance(per_turn, bool) and (not isinstance(per_turn, int) or per_turn < 1):
             raise ConfigError(f"per_turn {per_turn!r} is not True, False or a positive int")
+        self._summaries = summary_writer(summary_model, context_window)
+        # The manager whose summaries the agent's model writes, when none is given.
+        self._summarization: Summarization | None = None
         if pipeline is None:
             config = ContextConfig(context_window=context_window)
             if strategy == "sliding_window":
                 manager: Any = SlidingWindow(max_messages=window_size)
             elif strategy == "summarization":
-                manager = Summarization(
+                manager = self._summarization = Summarization(
                     summary_ratio=summary_ratio,
                     preserve_recent_messages=preserve_recent_messages,
-                    summary_model=checked_summary_model(summary_model),
+                    summary_model=self._summaries.model(),
                 )
             else:
                 raise ConfigError(
@@ -395,6 +403,8 @@ class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
     def _manage(self, agent: Any, *, reactive: bool) -> bool:
         bridge = self._bridge
         bridge.counter_for(agent)
+        if self._summarization is not None:
+            self._summarization.summary_model = self._summaries.model(getattr(agent, "model", None))
         before = list(agent.messages)
         origins: dict[int, int] = {}
         msgs = bridge.to_msgs(before, origins)

@@ -1,0 +1,179 @@
+"""A Haystack chat generator as the model that writes ctxoffload's summaries.
+
+`summary_writer` is the Haystack door's `SummaryWriter`: its `summary_model` is a chat generator
+component (any whose `run` takes `messages`, a list of `ChatMessage`, and returns
+`{"replies": [...]}`: `OpenAIChatGenerator`, `AnthropicChatGenerator`, a `@component` of one's
+own). Haystack's `CompactionHook` hands its compactor the messages only, never the Agent's
+generator, so left out, no model writes the summary: the extract does. Haystack has no general
+structured output, so the generator is asked with the compressor's JSON instructions and its
+reply read by ctxoffload's parser; an `OpenAIChatGenerator` (or a subclass) is also given the
+summary's schema as its `response_format`.
+
+The generator's `run` is called on a worker thread: the compactor works on its store's own
+event loop, not the one the Agent's `run_async` uses, and a generator's async client belongs
+to that one. A generator that streams (a `streaming_callback` given to it) streams the summary
+into a callback of ours, never into the user's; no Haystack pipeline or Agent runs the call, so
+no trace or message of theirs holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from .._doors.summaries import SummaryWriter
+from .._doors.summary_replies import (
+    masked_name,
+    name_refused,
+    summary_reply,
+    summary_window,
+    usage_of,
+)
+from ..messages import Msg
+from ..model import ModelResponse, Usage
+from ._model_name import model_name_of
+
+__all__ = ["HaystackSummaryModel", "summary_writer"]
+
+_ChatMessage: Any = importlib.import_module("haystack.dataclasses").ChatMessage
+
+TAKES = (
+    "a Haystack chat generator (a component whose run takes messages=[ChatMessage, ...]: "
+    "OpenAIChatGenerator, AnthropicChatGenerator, ...)"
+)
+"""What the Haystack door takes as `summary_model`, in its refusal's words."""
+
+
+def summary_writer(given: object, context_window: int | None) -> SummaryWriter:
+    """The Haystack door's `SummaryWriter` for its `summary_model` argument.
+
+    Args:
+        given: `summary_model` as the user gave it.
+        context_window: the config's window, the generator's.
+
+    Raises:
+        ConfigError: `given` is none of what the door takes (a model name: Haystack names
+            a model only inside a generator).
+    """
+
+    def adapt(model: object) -> HaystackSummaryModel | None:
+        if isinstance(model, str):
+            raise name_refused(model, TAKES, "Haystack names a model only inside a chat generator")
+        if not is_chat_generator(model):
+            return None
+        return HaystackSummaryModel(model, context_window)
+
+    return SummaryWriter(given, adapt=adapt, takes=TAKES)
+
+
+def is_chat_generator(component: object) -> bool:
+    """Whether `component` is a chat generator: its `run` takes `messages`."""
+    run = getattr(component, "run", None)
+    if isinstance(component, (str, bytes, type)) or not callable(run):
+        return False
+    try:
+        return "messages" in inspect.signature(run).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class HaystackSummaryModel:
+    """A Haystack chat generator in ctxoffload's `ChatModel` protocol, for summaries only.
+
+    Args:
+        generator: the chat generator component.
+        context_window: the window of its model (the config's), for the summary's chunks.
+    """
+
+    def __init__(self, generator: Any, context_window: int | None = None) -> None:
+        self.generator = generator
+        self.model_name = masked_name(model_name_of(generator) or type(generator).__name__)
+        self.context_window = summary_window(context_window, model_name=self.model_name)
+        parameters = inspect.signature(generator.run).parameters
+        self._takes_kwargs = "generation_kwargs" in parameters
+        self._takes_callback = "streaming_callback" in parameters
+        self._openai = _is_openai(generator)
+        self._warm = threading.Lock()
+        self._warmed = False
+
+    async def generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> ModelResponse:
+        """Ask the generator for the summary of `messages` (tools are never given to it).
+
+        Raises:
+            Exception: what the generator raised; the compressor retries, then extracts.
+        """
+        asked = [
+            _ChatMessage.from_system(m.text)
+            if m.role == "system"
+            else _ChatMessage.from_assistant(m.text)
+            if m.role == "assistant"
+            else _ChatMessage.from_user(m.text)
+            for m in messages
+        ]
+        options: dict[str, Any] = {"messages": asked}
+        if self._takes_callback and getattr(self.generator, "streaming_callback", None):
+            options["streaming_callback"] = _quiet  # never the user's own callback
+        if self._openai and self._takes_kwargs and response_schema is not None:
+            named = str(response_schema.get("title") or "Summary")
+            options["generation_kwargs"] = {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": named, "schema": response_schema, "strict": True},
+                }
+            }
+        answer = await asyncio.to_thread(self._run, options)
+        replies = answer.get("replies") if isinstance(answer, dict) else None
+        reply = replies[0] if replies else None
+        text = getattr(reply, "text", None) or ""
+        return summary_reply(text, _usage(getattr(reply, "meta", None)))
+
+    def _run(self, options: dict[str, Any]) -> Any:
+        with self._warm:
+            if not self._warmed:
+                warm_up = getattr(self.generator, "warm_up", None)  # Haystack's optional step
+                if callable(warm_up):
+                    warm_up()
+                self._warmed = True
+        return self.generator.run(**options)
+
+
+def _quiet(chunk: Any) -> None:
+    """The streaming callback of a summary call: its chunks go nowhere (the reply is whole
+    in what `run` returns)."""
+
+
+def _is_openai(generator: object) -> bool:
+    """Whether `generator` is Haystack's `OpenAIChatGenerator` (or a subclass, Azure's), whose
+    `generation_kwargs` take OpenAI's `response_format`."""
+    try:
+        openai_generator = importlib.import_module(
+            "haystack.components.generators.chat"
+        ).OpenAIChatGenerator
+    except (ImportError, AttributeError):  # pragma: no cover - a Haystack without it
+        return False
+    return isinstance(generator, openai_generator)
+
+
+def _usage(meta: Any) -> Usage | None:
+    """The tokens a reply's `meta["usage"]` reports (OpenAI's `prompt_tokens`, ...; others'
+    `input_tokens`, ...)."""
+    usage = meta.get("usage") if isinstance(meta, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return usage_of(
+        usage.get("prompt_tokens", usage.get("input_tokens")),
+        usage.get("completion_tokens", usage.get("output_tokens")),
+        cached,
+    )

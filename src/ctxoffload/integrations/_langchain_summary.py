@@ -1,0 +1,183 @@
+"""A LangChain chat model as the model that writes ctxoffload's summaries.
+
+`summary_writer` is the LangChain door's `SummaryWriter`: its `summary_model` is a LangChain
+chat model or an `init_chat_model` string (resolved when the middleware is built, as
+LangChain's own `SummarizationMiddleware` resolves one), and left out, the model of each
+request writes them. The model is asked through LangChain's structured output
+(`with_structured_output(schema, method="json_schema", include_raw=True)`) where it has one,
+else with the compressor's JSON instructions, whose reply ctxoffload's parser reads. Every call
+carries LangChain's marks for a call internal to a middleware (tag `nostream`, metadata
+`lc_source: summarization` and `internal_call_metadata()`), so a summary is never streamed
+into the user's UI nor shown in `run.messages`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from .._doors.summaries import SummaryWriter
+from .._doors.summary_replies import (
+    masked_name,
+    summary_reply,
+    summary_window,
+    unresolved,
+    usage_of,
+)
+from ..messages import Msg
+from ..model import ModelResponse, Usage
+from ._langchain_messages import to_langchain
+from ._model_name import model_name_of
+
+__all__ = ["LangChainSummaryModel", "declared_window", "summary_writer"]
+
+_BaseChatModel: Any = importlib.import_module("langchain_core.language_models").BaseChatModel
+_internal: Any = importlib.import_module("langchain.agents.middleware.internal_call_transformer")
+_TAG_NOSTREAM: str = importlib.import_module("langgraph.constants").TAG_NOSTREAM
+
+TAKES = "a LangChain chat model (BaseChatModel) or an init_chat_model string ('openai:gpt-4o')"
+"""What the LangChain door takes as `summary_model`, in its refusal's words."""
+
+
+def summary_writer(given: object, context_window: int | None) -> SummaryWriter:
+    """The LangChain door's `SummaryWriter` for its `summary_model` argument.
+
+    Args:
+        given: `summary_model` as the user gave it.
+        context_window: the config's window, the summary model's when it declares none.
+
+    Raises:
+        ConfigError: `given` is none of what the door takes, or a string `init_chat_model`
+            cannot resolve (its provider's package is missing, no key is set), with
+            LangChain's reason.
+    """
+
+    def adapt(model: object) -> LangChainSummaryModel | None:
+        if isinstance(model, str):
+            model = _resolved(model)
+        if not isinstance(model, _BaseChatModel):
+            return None
+        return LangChainSummaryModel(model, context_window)
+
+    return SummaryWriter(given, adapt=adapt, takes=TAKES)
+
+
+def _resolved(name: str) -> Any:
+    """The chat model `init_chat_model` makes of `name`, now rather than at the first
+    compaction: a name it cannot resolve is refused with its reason."""
+    init_chat_model = importlib.import_module("langchain.chat_models").init_chat_model
+    try:
+        return init_chat_model(name)
+    except Exception as exc:  # ImportError, ValueError, a provider's missing-key error
+        raise unresolved(name, "langchain's init_chat_model", TAKES, exc) from None
+
+
+class LangChainSummaryModel:
+    """A LangChain chat model in ctxoffload's `ChatModel` protocol, for summaries only.
+
+    Args:
+        model: the LangChain chat model.
+        context_window: the window to assume when the model declares none in its profile.
+    """
+
+    def __init__(self, model: Any, context_window: int | None = None) -> None:
+        self.model = model
+        self.model_name = masked_name(model_name_of(model) or type(model).__name__)
+        self.context_window = summary_window(
+            declared_window(model), context_window, model_name=self.model_name
+        )
+        self._guard = threading.Lock()
+        # Per schema (as JSON): the model with LangChain's structured output, or None when
+        # the model has none (its `bind_tools` is BaseChatModel's, which raises).
+        self._structured: dict[str, Any] = {}
+
+    async def generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> ModelResponse:
+        """Ask the model for the summary of `messages` (tools are never given to it).
+
+        Raises:
+            Exception: what the model raised; the compressor retries, then extracts.
+        """
+        config = {
+            "tags": [_TAG_NOSTREAM],
+            "metadata": {"lc_source": "summarization", **_internal.internal_call_metadata()},
+            "run_name": "ctxoffload_summary",
+        }
+        asked = to_langchain(messages)
+        structured = self._structured_for(response_schema) if response_schema else None
+        if structured is None:
+            reply = await self.model.ainvoke(asked, config=config)
+            return summary_reply(_text_of(reply), _usage(reply))
+        answer = await structured.ainvoke(asked, config=config)
+        raw = answer.get("raw") if isinstance(answer, dict) else None
+        parsed = answer.get("parsed") if isinstance(answer, dict) else answer
+        if parsed is None:
+            # LangChain could not parse it (a provider that answered in prose, a call cut
+            # off): the arguments of its tool call, else its text, go to ctxoffload's parser.
+            parsed = _call_arguments(raw) or _text_of(raw)
+        return summary_reply(parsed, _usage(raw))
+
+    def _structured_for(self, schema: dict[str, Any]) -> Any:
+        key = json.dumps(schema, sort_keys=True, default=str)
+        with self._guard:
+            if key in self._structured:
+                return self._structured[key]
+        titled = schema if schema.get("title") else {**schema, "title": "Summary"}
+        structured = None
+        # `method="json_schema"`: the provider's own JSON mode where it has one (OpenAI,
+        # Anthropic, Gemini, Ollama); a model whose `with_structured_output` takes no method
+        # (BaseChatModel's own ignores it) is asked again without.
+        for method in ({"method": "json_schema"}, {}):
+            try:
+                structured = self.model.with_structured_output(titled, include_raw=True, **method)
+                break
+            except NotImplementedError:
+                break  # no structured output: JSON instructions and ctxoffload's parser
+            except (TypeError, ValueError):
+                continue
+        with self._guard:
+            self._structured[key] = structured
+        return structured
+
+
+def declared_window(model: Any) -> int | None:
+    """The input window a LangChain chat model declares (`model.profile`, LangChain 1.x)."""
+    profile = getattr(model, "profile", None)
+    window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+    return window if isinstance(window, int) and window > 0 else None
+
+
+def _text_of(reply: Any) -> str:
+    text = getattr(reply, "text", None)
+    if isinstance(text, str):
+        return text
+    content = getattr(reply, "content", "")
+    return content if isinstance(content, str) else json.dumps(content, default=str)
+
+
+def _call_arguments(reply: Any) -> dict[str, Any] | None:
+    """The arguments of the first tool call of `reply`, when structured output asked for
+    the summary as a tool call."""
+    for call in getattr(reply, "tool_calls", None) or ():
+        args = call.get("args") if isinstance(call, dict) else None
+        if isinstance(args, dict) and args:
+            return args
+    return None
+
+
+def _usage(reply: Any) -> Usage | None:
+    """The tokens LangChain reported for the call (`usage_metadata`)."""
+    usage = getattr(reply, "usage_metadata", None)
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("input_token_details")
+    cached = details.get("cache_read") if isinstance(details, dict) else None
+    return usage_of(usage.get("input_tokens"), usage.get("output_tokens"), cached)

@@ -1,0 +1,194 @@
+"""An OpenAI Agents SDK `Model` as the model that writes ctxoffload's summaries.
+
+`summary_writer` is the door's `SummaryWriter`: its `summary_model` is an SDK `Model` or a
+model name, and left out, the agent's own model (where the filter sees it: the agent's
+`model`, or the model given to `wrap`) writes them. A name is routed as the SDK's default
+provider routes it (`MultiProvider`: a bare name or `openai/...` to OpenAI, `litellm/...` to
+LiteLLM): checked when the door is built, without a key, since the SDK builds an `Agent` of a
+name without one too, and resolved at the first summary, when the key is read. The model is
+asked through the SDK's output schema (`get_response(..., output_schema=...)`, a strict JSON
+schema where the summary's is one) with tracing disabled for the call, outside any run: no
+span, no item of the run's, no session write holds it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .._doors.summaries import SummaryWriter
+from .._doors.summary_replies import (
+    masked_name,
+    summary_reply,
+    summary_window,
+    unresolved,
+    usage_of,
+)
+from ..exceptions import ConfigError
+from ..messages import Msg
+from ..model import ModelResponse, Usage
+from ._openai_agents_items import INSTALL_HINT
+
+__all__ = ["AgentsSummaryModel", "summary_writer"]
+
+
+TAKES = "an OpenAI Agents SDK Model or model name ('gpt-4.1-mini', 'litellm/...')"
+"""What the door takes as `summary_model`, in its refusal's words."""
+
+
+def _sdk(module: str) -> Any:
+    """A module of the SDK, imported on first use: importing the door imports none of it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(INSTALL_HINT) from exc
+
+
+def summary_writer(given: object, context_window: int | None) -> SummaryWriter:
+    """The door's `SummaryWriter` for its `summary_model` argument.
+
+    Args:
+        given: `summary_model` as the user gave it.
+        context_window: the config's window, the summary model's.
+
+    Raises:
+        ConfigError: `given` is none of what the door takes, or a name the SDK's default
+            provider cannot route (an unknown prefix, LiteLLM's not installed), with the
+            SDK's reason.
+    """
+
+    def adapt(model: object) -> AgentsSummaryModel | None:
+        if isinstance(model, str):
+            _check_routable(model)
+            return AgentsSummaryModel(sys.intern(model), context_window)
+        if not isinstance(model, _sdk("agents.models.interface").Model):
+            return None
+        return AgentsSummaryModel(model, context_window)
+
+    return SummaryWriter(given, adapt=adapt, takes=TAKES)
+
+
+def _check_routable(name: str) -> None:
+    """Route `name` as the SDK's default provider would, with a placeholder key (no client
+    is used, no request made): a name it cannot route is refused with its reason."""
+    try:
+        if not name.strip():
+            raise ValueError("the name is empty")
+        provider = _sdk("agents.models.multi_provider").MultiProvider
+        provider(openai_api_key="placeholder").get_model(name)
+    except Exception as exc:  # UserError (an unknown prefix), ImportError (LiteLLM's)
+        raise unresolved(name, "the SDK's default provider", TAKES, exc) from None
+
+
+class AgentsSummaryModel:
+    """An SDK `Model` (or a model name, resolved at its first call) in ctxoffload's
+    `ChatModel` protocol, for summaries only.
+
+    Args:
+        model: the SDK model, or its name for the SDK's default provider.
+        context_window: the window of the model (the config's), for the summary's chunks.
+    """
+
+    def __init__(self, model: Any, context_window: int | None = None) -> None:
+        self._model = model
+        name = model if isinstance(model, str) else getattr(model, "model", None)
+        self.model_name = masked_name(name if isinstance(name, str) else type(model).__name__)
+        self.context_window = summary_window(context_window, model_name=self.model_name)
+
+    def _resolved(self) -> Any:
+        if isinstance(self._model, str):
+            # The key is read now, as a run of an agent with this name would read it.
+            self._model = (
+                _sdk("agents.models.multi_provider").MultiProvider().get_model(self._model)
+            )
+        return self._model
+
+    async def generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> ModelResponse:
+        """Ask the model for the summary of `messages` (tools are never given to it).
+
+        Raises:
+            Exception: what the model raised; the compressor retries, then extracts.
+        """
+        system = "\n\n".join(m.text for m in messages if m.role == "system") or None
+        items = [{"role": m.role, "content": m.text} for m in messages if m.role != "system"]
+        schema = _schema_class()(response_schema) if response_schema is not None else None
+        reply = await self._resolved().get_response(
+            system,
+            items,
+            _sdk("agents").ModelSettings(),
+            [],
+            schema,
+            [],
+            _sdk("agents.models.interface").ModelTracing.DISABLED,
+            previous_response_id=None,
+            conversation_id=None,
+            prompt=None,
+        )
+        return summary_reply(_text_of(reply), _usage(reply))
+
+
+@functools.cache
+def _schema_class() -> Any:
+    """The SDK output schema of a summary (made on first use: the SDK is imported then)."""
+
+    class SummarySchema(_sdk("agents.agent_output").AgentOutputSchemaBase):  # type: ignore[misc]
+        """The summary's JSON schema as the SDK's output schema: strict where the schema can
+        be (every property required, no other allowed: the default `Summary` schema is)."""
+
+        def __init__(self, schema: dict[str, Any]) -> None:
+            self._schema = schema
+
+        def is_plain_text(self) -> bool:
+            return False
+
+        def name(self) -> str:
+            return str(self._schema.get("title") or "Summary")
+
+        def json_schema(self) -> dict[str, Any]:
+            return self._schema
+
+        def is_strict_json_schema(self) -> bool:
+            properties = self._schema.get("properties")
+            return (
+                isinstance(properties, dict)
+                and self._schema.get("additionalProperties") is False
+                and set(self._schema.get("required", ())) == set(properties)
+            )
+
+        def validate_json(self, json_str: str) -> Any:
+            return json.loads(json_str)  # ctxoffload's parser checks the fields
+
+    return SummarySchema
+
+
+def _text_of(reply: Any) -> str:
+    """The text of the reply's message items (the JSON the output schema asked for)."""
+    texts: list[str] = []
+    for item in getattr(reply, "output", None) or ():
+        for part in getattr(item, "content", None) or ():
+            text = getattr(part, "text", None)
+            if isinstance(text, str):
+                texts.append(text)
+    return "".join(texts)
+
+
+def _usage(reply: Any) -> Usage | None:
+    usage = getattr(reply, "usage", None)
+    if usage is None:
+        return None
+    details = getattr(usage, "input_tokens_details", None)
+    return usage_of(
+        getattr(usage, "input_tokens", None),
+        getattr(usage, "output_tokens", None),
+        getattr(details, "cached_tokens", None),
+    )

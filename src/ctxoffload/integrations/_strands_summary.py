@@ -1,0 +1,144 @@
+"""A Strands `Model` as the model that writes ctxoffload's summaries.
+
+`summary_writer` is the Strands door's `SummaryWriter`: its `summary_model` is a Strands
+`Model`, and left out, the agent's own (`agent.model`, which the conversation manager is handed
+at each reduction) writes them. The model is asked through Strands' structured output
+(`model.structured_output(Summary, messages, system_prompt)`) where it has one; a model without
+(its `structured_output` raises `NotImplementedError`), or a config whose summary schema is
+not `Summary`'s, is streamed and its text read by ctxoffload's parser. The call is the
+model's own, made by the manager: no callback handler of the agent sees its events, and no
+message of `agent.messages` holds it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+from .._doors.summaries import SummaryWriter
+from .._doors.summary_replies import (
+    masked_name,
+    name_refused,
+    summary_reply,
+    summary_window,
+    usage_of,
+)
+from ..compression import Summary
+from ..exceptions import ConfigError
+from ..messages import Msg
+from ..model import ModelResponse, Usage
+from ._model_name import model_name_of
+
+__all__ = ["StrandsSummaryModel", "summary_writer"]
+
+try:
+    _Model: Any = importlib.import_module("strands.models.model").Model
+except ImportError as exc:  # pragma: no cover - exercised where Strands is absent
+    raise ConfigError("Strands is not installed: pip install 'ctxoffload[strands]'") from exc
+
+TAKES = "a Strands Model (BedrockModel, AnthropicModel, OpenAIModel, ...)"
+"""What the Strands door takes as `summary_model`, in its refusal's words."""
+
+
+def summary_writer(given: object, context_window: int | None) -> SummaryWriter:
+    """The Strands door's `SummaryWriter` for its `summary_model` argument.
+
+    Args:
+        given: `summary_model` as the user gave it.
+        context_window: the manager's window, the summary model's.
+
+    Raises:
+        ConfigError: `given` is none of what the door takes.
+    """
+
+    def adapt(model: object) -> StrandsSummaryModel | None:
+        if isinstance(model, str):
+            raise name_refused(
+                model, TAKES, "Strands builds a model from an id only inside Agent(model=...)"
+            )
+        if not isinstance(model, _Model):
+            return None
+        return StrandsSummaryModel(model, context_window)
+
+    return SummaryWriter(given, adapt=adapt, takes=TAKES)
+
+
+class StrandsSummaryModel:
+    """A Strands `Model` in ctxoffload's `ChatModel` protocol, for summaries only.
+
+    Args:
+        model: the Strands model.
+        context_window: the window of the model (the manager's), for the summary's chunks.
+    """
+
+    def __init__(self, model: Any, context_window: int | None = None) -> None:
+        self.model = model
+        self.model_name = masked_name(model_name_of(model) or type(model).__name__)
+        self.context_window = summary_window(context_window, model_name=self.model_name)
+        # Whether the model has structured output; None until its first summary says.
+        self._structured: bool | None = None
+
+    async def generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> ModelResponse:
+        """Ask the model for the summary of `messages` (tools are never given to it).
+
+        Raises:
+            Exception: what the model raised; the compressor retries, then extracts.
+        """
+        system = "\n\n".join(m.text for m in messages if m.role == "system") or None
+        asked = [
+            {"role": m.role, "content": [{"text": m.text}]}
+            for m in messages
+            if m.role in ("user", "assistant")
+        ]
+        if self._structured is not False and _is_summary_schema(response_schema):
+            try:
+                return await self._structured_output(asked, system)
+            except NotImplementedError:
+                self._structured = False  # no structured output: stream it, parse the text
+        return await self._streamed(asked, system)
+
+    async def _structured_output(self, asked: list[Any], system: str | None) -> ModelResponse:
+        answer: object = None
+        usage: Usage | None = None
+        async for event in self.model.structured_output(Summary, asked, system_prompt=system):
+            if isinstance(event, dict):
+                answer = event.get("output", answer)
+                usage = _usage(event) or usage
+        self._structured = True
+        return summary_reply(answer, usage)
+
+    async def _streamed(self, asked: list[Any], system: str | None) -> ModelResponse:
+        texts: list[str] = []
+        usage: Usage | None = None
+        async for event in self.model.stream(asked, None, system):
+            if not isinstance(event, dict):
+                continue
+            delta = event.get("contentBlockDelta", {}).get("delta", {})
+            if isinstance(delta, dict) and isinstance(delta.get("text"), str):
+                texts.append(delta["text"])
+            usage = _usage(event) or usage
+        return summary_reply("".join(texts), usage)
+
+
+def _is_summary_schema(schema: dict[str, Any] | None) -> bool:
+    """Whether `schema` asks for `Summary`'s fields (Strands' structured output takes a
+    pydantic model, and ctxoffload's is `Summary`)."""
+    properties = schema.get("properties") if schema is not None else None
+    return isinstance(properties, dict) and set(properties) == set(Summary.model_fields)
+
+
+def _usage(event: dict[str, Any]) -> Usage | None:
+    """The tokens a stream's `metadata` event reports (Strands' `inputTokens`, ...)."""
+    usage = event.get("metadata", {}).get("usage") if isinstance(event, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    return usage_of(
+        usage.get("inputTokens"), usage.get("outputTokens"), usage.get("cacheReadInputTokens")
+    )

@@ -1,0 +1,53 @@
+"""What every door's summary adapter shares (`summary_replies`): the host's answer as the
+compressor reads it, the window a summary model is given, and a model name kept out of error
+messages where it holds a secret."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from ctxoffload import ConfigError, Summary
+from ctxoffload._doors.summary_replies import (
+    SUMMARY_WINDOW,
+    summary_reply,
+    summary_window,
+    unresolved,
+    usage_of,
+)
+from helpers import summary_reply as fields
+
+
+def test_a_parsed_object_is_its_json_and_a_text_is_itself() -> None:
+    parsed = Summary.model_validate(fields("p"))
+    assert json.loads(summary_reply(parsed).message.text) == fields("p")
+    assert json.loads(summary_reply(fields("d")).message.text) == fields("d")
+    assert summary_reply("Here it is: {...}").message.text == "Here it is: {...}"
+    assert summary_reply(None).message.text == ""
+
+
+def test_the_tokens_reported_come_back_and_none_reported_is_none() -> None:
+    usage = usage_of(900, 60, 12)
+    assert usage is not None and (usage.input_tokens, usage.output_tokens) == (900, 60)
+    assert usage.cached_input_tokens == 12
+    assert summary_reply("x", usage).usage == usage
+    assert usage_of(None, None) is None
+
+
+def test_an_unknown_window_is_assumed_and_said(caplog: pytest.LogCaptureFixture) -> None:
+    assert summary_window(None, 0, 32_000) == 32_000
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        assert summary_window(None, True, model_name="local-llm") == SUMMARY_WINDOW
+    assert "local-llm" in caplog.text and "context_window" in caplog.text
+
+
+def test_a_name_that_cannot_be_resolved_is_refused_without_its_secrets() -> None:
+    name = "https://ana:sk-live-0123456789@llm.example.com/v1?api_key=sk-other-98765"
+    reason = ValueError(f"cannot reach {name}")
+    refused = unresolved(name, "the host's resolver", "a Host model", reason)
+    said = str(refused)
+    assert isinstance(refused, ConfigError)
+    assert "sk-live-0123456789" not in said and "sk-other-98765" not in said
+    assert "a Host model" in said and "summary_model=False" in said
