@@ -69,7 +69,7 @@ def register(commands: Any) -> None:
         "--probes", action="store_true", help="list the probes and exit: no model is called"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    add_workdir(parser)
+    add_workdir(parser, bucket=False, database=False)
     parser.set_defaults(run=run)
 
 
@@ -102,6 +102,13 @@ def run(args: argparse.Namespace) -> int:
     """Run `ctxoffload eval`; returns the exit status (0 done, 1 a model call failed,
     2 bad input)."""
     where = Workdir.of(args)
+    if "://" in where.text:
+        from .._secrets import masked_url
+
+        raise CliError(
+            f"--workdir {masked_url(where.text)!r} is not a folder: eval gives the model Read "
+            "and Grep on the workspace's files; `ctxoffload export` writes a folder from it"
+        )
     workdir = open_workspace(where, session=args.session)
     session = session_folder(workdir, args.session)
     if args.max_calls < 1:
