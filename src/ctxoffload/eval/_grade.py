@@ -76,7 +76,8 @@ def is_correct(probe: Probe, reply: str) -> bool:
             return False
         if expected == given:
             return True
-        pattern = r"(?<![\w.-])" + re.escape(expected) + r"(?![\w-]|\.\w)"
+        # Whole: not a piece of a longer word, number, id or path (a period may end it).
+        pattern = r"(?<![\w./-])" + re.escape(expected) + r"(?![\w/-]|\.\w)"
         return re.search(pattern, given) is not None
     terms = _key_terms(probe.answer)
     if not terms:
