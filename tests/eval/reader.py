@@ -24,6 +24,7 @@ _EXIT = re.compile(
     re.IGNORECASE,
 )
 _UNKNOWN = "I do not know."
+_BASH = re.compile(r"```(?:bash|sh|shell)\n(.+?)\n```", re.DOTALL)
 
 
 def _text(content: Any) -> str:
@@ -40,7 +41,7 @@ def _call_id(question: str) -> str | None:
 
 
 def _line(question: str) -> int | None:
-    found = re.search(r"at line (\d+)", question)
+    found = re.search(r"\(line (\d+) of", question)
     return int(found.group(1)) if found else None
 
 
@@ -60,6 +61,18 @@ class _Seen:
             if message.get("role") == "tool":
                 self.results.setdefault(str(message.get("tool_call_id")), []).append(text)
         self.blob = "\n".join(self.texts)
+        self.messages = messages
+
+    def mine(self, keep: Any) -> list[tuple[str, str]]:
+        """The agent's messages whose text `keep` accepts, in order, each with the text of
+        the message after it."""
+        found = []
+        for index, message in enumerate(self.messages):
+            text = _text(message.get("content"))
+            if message.get("role") == "assistant" and keep(text):
+                after = self.messages[index + 1] if index + 1 < len(self.messages) else {}
+                found.append((text, _text(after.get("content"))))
+        return found
 
     def about(self, call: str) -> list[str]:
         """Lines of `call`'s result: its tool message, or Grep's lines from its stored file."""
@@ -130,6 +143,34 @@ def _reading(question: str, seen: _Seen) -> dict[str, Any] | None:
     return None
 
 
+def _nth(question: str, what: str) -> int | None:
+    found = re.search(r"the (\d+)(?:st|nd|rd|th) " + what, question)
+    return int(found.group(1)) if found else None
+
+
+def _about_a_message(question: str, seen: _Seen, line: int) -> str:
+    """A question about one of the agent's messages: from Read's lines of context.jsonl when
+    it read them, else counted among the agent's messages it is sent."""
+    shell, spoken = _nth(question, "shell command"), _nth(question, "of your messages")
+    message, following = seen.context_line(line), seen.context_line(line + 1)
+    if not message:
+        mine = seen.mine(lambda text: bool(_BASH.search(text)) if shell else bool(text.strip()))
+        number = shell or spoken
+        if number is None or number > len(mine):
+            return _UNKNOWN
+        message, following = mine[number - 1]
+    if shell and "exit status" in question:
+        found = _EXIT.search(following)
+        return (found.group(1) or found.group(2)) if found else _UNKNOWN
+    if shell:
+        found = _BASH.search(message)
+        return found.group(1).strip() if found else _UNKNOWN
+    rows = [row for row in message.splitlines() if row.strip()]
+    if seen.context_line(line):
+        rows = rows[1:]  # Read's first row names the role
+    return rows[0] if rows else _UNKNOWN
+
+
 def _answer(question: str, seen: _Seen) -> str:
     call, line = _call_id(question), _line(question)
     if "error line" in question and call is not None:
@@ -159,15 +200,7 @@ def _answer(question: str, seen: _Seen) -> str:
         arguments = seen.arguments.get(call, {})
         return str(next((v for k, v in arguments.items() if k in ("command", "cmd")), _UNKNOWN))
     if line is not None:
-        text = seen.context_line(line)
-        if "shell command" in question and "exit status" not in question:
-            found = re.search(r"```(?:bash|sh)?\n(.+?)\n```", text, re.DOTALL)
-            return found.group(1).strip() if found else _UNKNOWN
-        if "exit status" in question:
-            found = _EXIT.search(seen.context_line(line + 1))
-            return (found.group(1) or found.group(2)) if found else _UNKNOWN
-        rows = text.splitlines()
-        return rows[1] if len(rows) > 1 else _UNKNOWN
+        return _about_a_message(question, seen, line)
     if question.startswith("What task"):
         said = [t for t in seen.texts[:-1] if t and not t.lstrip().startswith("<")]
         return said[0] if said else _UNKNOWN

@@ -172,3 +172,35 @@ def test_a_replayed_corpus_transcript_is_evaluated(
     report = _evaluated(workdir, session, reader_server)
     _check(report, reader_server)
     assert {"command", "exit_status"} <= {p["category"] for p in report["probes"]}
+
+
+def _strategies(workdir: Path, session: str, server: OpenAIServer) -> dict[str, Any]:
+    report = _evaluated(workdir, session, server, "--strategies")
+    assert report["strategies"][0]["calls"] + report["strategies"][1]["calls"] + report[
+        "strategies"
+    ][2]["calls"] == len(server.requests)
+    return {s["strategy"]: s["total"][0] for s in report["strategies"]} | {
+        "ranking": report["ranking"]
+    }
+
+
+def test_a_strategy_that_keeps_no_copy_ranks_last_on_the_demo(
+    demo_workdir: Path, reader_server: OpenAIServer
+) -> None:
+    totals = _strategies(demo_workdir, DEMO_SESSION, reader_server)
+    assert totals["ranking"][-1] == "window"
+    assert totals["window"]["one_read"] < totals["clearing"]["one_read"]
+    assert totals["window"]["one_read"] < totals["summary"]["one_read"]
+
+
+@pytest.mark.skipif(not TRANSCRIPT.exists(), reason="the corpus (../shared/corpus) is absent")
+def test_the_strategies_rank_as_the_files_do_on_a_corpus_transcript(
+    tmp_path: Path, reader_server: OpenAIServer
+) -> None:
+    workdir = tmp_path / "ws"
+    assert run_cli("--workdir", str(workdir), "replay", str(TRANSCRIPT), "--session", "t").code == 0
+    totals = _strategies(workdir, "t", reader_server)
+    assert totals["ranking"][-1] == "window"
+    for keeping in ("summary", "clearing"):
+        assert totals[keeping]["one_read"] > totals["window"]["one_read"]
+        assert totals[keeping]["one_read"] >= totals[keeping]["no_tools"]

@@ -68,6 +68,13 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--probes", action="store_true", help="list the probes and exit: no model is called"
     )
+    parser.add_argument(
+        "--strategies",
+        action="store_true",
+        help="ask the same probes after what each strategy would have sent (summary: the "
+        "session as recorded; clearing: old tool outputs cleared, nothing summarised; window: "
+        "a sliding window, no copy kept) and rank them side by side",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     add_workdir(parser, bucket=False, database=False)
     parser.set_defaults(run=run)
@@ -151,6 +158,7 @@ async def _evaluate(
     from .._secrets import masked_url
     from ..agent import OpenAIChatModel
     from ..eval import evaluate
+    from ..eval._strategies import STRATEGIES
     from ..exceptions import ConfigError, ModelError
 
     shown_model = masked_url(args.model)
@@ -167,17 +175,17 @@ async def _evaluate(
     except (ConfigError, ImportError) as exc:
         raise CliError(masked_url(args.model, f"--model {shown_model}: {exc}")) from None
 
+    strategies = STRATEGIES if args.strategies else ("summary",)
+
     def planned(plan: Any) -> None:
-        if plan.probes == 0:
+        if plan.probes == 0 or plan.strategy != strategies[0]:
             return
-        stop = (
-            f"; stops before {plan.max_calls} (--max-calls)"
-            if plan.most_calls > plan.max_calls
-            else ""
-        )
+        most = plan.most_calls * len(strategies)
+        stop = f"; stops before {plan.max_calls} (--max-calls)" if most > plan.max_calls else ""
+        times = f" under {len(strategies)} strategies" if len(strategies) > 1 else ""
         print(
-            f"ctxoffload eval: {plan.probes} probes over {plan.compactions} compactions: "
-            f"at most {plan.most_calls} model calls to {shown_model}{stop}",
+            f"ctxoffload eval: {plan.probes} probes over {plan.compactions} compactions{times}: "
+            f"at most {most} model calls to {shown_model}{stop}",
             file=sys.stderr,
             flush=True,
         )
@@ -189,21 +197,32 @@ async def _evaluate(
             flush=True,
         )
 
+    reports: list[Any] = []
     try:
         async with model:
-            report = await evaluate(
-                workdir,
-                session,
-                model,
-                max_calls=args.max_calls,
-                on_plan=planned,
-                on_progress=progress,
-            )
+            for strategy in strategies:
+                used = sum(r.calls for r in reports)
+                if reports and used >= args.max_calls:
+                    break
+                reports.append(
+                    await evaluate(
+                        workdir,
+                        session,
+                        model,
+                        max_calls=args.max_calls - used,
+                        strategy=strategy,
+                        on_plan=planned,
+                        on_progress=progress,
+                    )
+                )
     except ModelError as exc:
         raise CliError(
             masked_url(args.model, f"a call to {shown_model} failed, the run stopped: {exc}"),
             code=1,
         ) from None
+    report = reports[0]
+    if args.strategies:
+        return _print_strategies(session, reports, as_json=args.json)
     if args.json:
         print(json_text({"session": session, **report.as_dict()}))
         return EXIT_OK
@@ -253,3 +272,67 @@ def _text(report: Any) -> str:
     if not report.results:
         lines.append("no probe: nothing that left the context is missing from what came after")
     return "\n".join(lines)
+
+
+def _print_strategies(session: str, reports: list[Any], *, as_json: bool) -> int:
+    """The strategies side by side, best first: most answered with one read, then with no
+    tools, then fewest tokens."""
+
+    def total(report: Any) -> dict[str, Any]:
+        rows = report.table(lambda p: "all")
+        return (
+            rows[0]
+            if rows
+            else {
+                "asked": 0,
+                "no_tools": 0,
+                "one_read": 0,
+                "not_at_all": 0,
+                "tokens_no_tools": 0,
+                "tokens_one_read": 0,
+            }
+        )
+
+    ranked = sorted(
+        reports,
+        key=lambda r: (
+            -total(r)["one_read"],
+            -total(r)["no_tools"],
+            total(r)["tokens_no_tools"] + total(r)["tokens_one_read"],
+        ),
+    )
+    if as_json:
+        print(
+            json_text(
+                {
+                    "session": session,
+                    "ranking": [r.plan.strategy for r in ranked],
+                    "strategies": [{"strategy": r.plan.strategy, **r.as_dict()} for r in reports],
+                }
+            )
+        )
+        return EXIT_OK
+    if not reports or reports[0].plan.compactions == 0:
+        print(_no_compaction(session))
+        return EXIT_OK
+    header = ("strategy", "asked", "no tools", "one read", "not at all", "tokens")
+    rows = [header]
+    for report in ranked:
+        sums = total(report)
+        rows.append(
+            (
+                report.plan.strategy,
+                str(sums["asked"]),
+                _share(sums["no_tools"], sums["asked"]),
+                _share(sums["one_read"], sums["asked"]),
+                _share(sums["not_at_all"], sums["asked"]),
+                f"{sums['tokens_no_tools'] + sums['tokens_one_read']:,}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    print(f"session {session}: the same probes after what each strategy sends, best first")
+    for row in rows:
+        cells = [row[0].ljust(widths[0])]
+        cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+        print("  ".join(cells).rstrip())
+    return EXIT_OK

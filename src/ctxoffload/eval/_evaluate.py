@@ -3,15 +3,18 @@ the replies into a report per compaction and per category."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..agent import Tool
 from ..model import ChatModel
 from ._ask import Answer, ask, context_messages, reading_tools
 from ._grade import is_correct
 from ._probes import CATEGORIES, Probe, probes_of
-from ._record import read_record
+from ._record import SessionRecord, read_record
+from ._strategies import STRATEGIES, keeps_files, strategy_context
 
 __all__ = ["Plan", "Report", "evaluate", "find_probes"]
 
@@ -30,6 +33,7 @@ class Plan:
         most_calls: the most model calls they cost (`CALLS_PER_PROBE` each).
         max_calls: the run stops before a probe that could take it past this many calls.
         tools: the read-back tools offered in the second mode.
+        strategy: what the probes were asked after (`summary`: the session as recorded).
     """
 
     session: str
@@ -38,6 +42,7 @@ class Plan:
     most_calls: int
     max_calls: int
     tools: list[str]
+    strategy: str = "summary"
 
 
 @dataclass
@@ -144,6 +149,7 @@ async def evaluate(
     model: ChatModel,
     *,
     max_calls: int = 200,
+    strategy: str = "summary",
     on_plan: Callable[[Plan], None] | None = None,
     on_progress: Callable[[int, int, Probe], None] | None = None,
 ) -> Report:
@@ -161,6 +167,11 @@ async def evaluate(
         session: the session id.
         model: any `ChatModel` (`OpenAIChatModel` for an OpenAI-compatible endpoint).
         max_calls: the run stops before a probe that could take it past this many calls.
+        strategy: what each probe is asked after: `summary`, the messages the session's
+            compactions sent (the default); `clearing`, every message that left put back
+            with its tool outputs replaced by placeholders naming their files; `window`,
+            the messages kept alone, with read-back tools that find nothing (a sliding
+            window keeps no copy). The probes are the same for all three.
         on_plan: called once with the plan, before the first model call.
         on_progress: called after each probe with (probes done, probes planned, probe).
 
@@ -170,11 +181,32 @@ async def evaluate(
     Raises:
         InvalidSessionId: `session` is not a plain name.
         FileNotFoundError: the workspace has no such session.
+        ValueError: `strategy` is not one of the three.
         ModelError: a model call failed; nothing after it is asked.
     """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
     record = read_record(workdir, session)
     probes = list(probes_of(record))
-    tools = reading_tools(workdir, record.tools)
+    with tempfile.TemporaryDirectory(prefix="ctxoffload-eval-") as nothing:
+        # A sliding window keeps no copy of what left: its tools read an empty folder.
+        root = workdir if keeps_files(strategy) else nothing
+        tools = reading_tools(root, record.tools)
+        return await _ask_all(
+            record, probes, tools, model, max_calls, strategy, on_plan, on_progress
+        )
+
+
+async def _ask_all(
+    record: SessionRecord,
+    probes: list[Probe],
+    tools: list[Tool],
+    model: ChatModel,
+    max_calls: int,
+    strategy: str,
+    on_plan: Callable[[Plan], None] | None,
+    on_progress: Callable[[int, int, Probe], None] | None,
+) -> Report:
     plan = Plan(
         session=record.session,
         compactions=len(record.compactions),
@@ -182,6 +214,7 @@ async def evaluate(
         most_calls=len(probes) * CALLS_PER_PROBE,
         max_calls=max_calls,
         tools=[t.name for t in tools],
+        strategy=strategy,
     )
     if on_plan is not None:
         on_plan(plan)
@@ -193,7 +226,8 @@ async def evaluate(
             break
         if probe.compaction not in contexts:
             compaction = record.compactions[probe.compaction - 1]
-            contexts[probe.compaction] = context_messages(compaction.sent)
+            sent = strategy_context(record, compaction, strategy)
+            contexts[probe.compaction] = context_messages(sent)
         context = contexts[probe.compaction]
         bare = await ask(model, context, probe, None)
         report.calls += bare.calls

@@ -137,13 +137,46 @@ def _fits(answer: str) -> bool:
     return 0 < len(answer) <= _LONGEST_ANSWER and "\n" not in answer
 
 
+class _Ordinals:
+    """Where each of the agent's messages stands in the session, counted from its first: among
+    those that ran a fenced shell command, and among those that said something. A question
+    names a message by them (and by its line of context.jsonl), so it reads the same whether
+    the message left the context or, under another strategy, is still in it."""
+
+    def __init__(self, record: SessionRecord) -> None:
+        self.shell: dict[int, int] = {}
+        self.spoken: dict[int, int] = {}
+        for compaction in record.compactions:
+            for line, message in compaction.left:
+                if message.get("role") != "assistant":
+                    continue
+                text = _text_of(message)
+                if _BASH_BLOCK.search(text):
+                    self.shell[line] = len(self.shell) + 1
+                if text.strip():
+                    self.spoken[line] = len(self.spoken) + 1
+
+
+def _ordinal(number: int) -> str:
+    suffix = (
+        "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    )
+    return f"{number}{suffix}"
+
+
+_WHERE_IT_WAS = (
+    "(line {line} of the file your earlier messages were moved to, if it left your context)"
+)
+
+
 class _Candidates:
     """The probes one compaction may ask, each with the text that, still in the context after
     it, means the probe is not asked."""
 
-    def __init__(self, compaction: Compaction, step: int) -> None:
+    def __init__(self, compaction: Compaction, step: int, ordinals: _Ordinals) -> None:
         self.compaction = compaction
         self.step = step
+        self.ordinals = ordinals
         self.found: list[tuple[Probe, str]] = []
 
     def add(
@@ -196,10 +229,12 @@ def _bash_commands(candidates: _Candidates) -> None:
             continue
         command = blocks[0].strip()
         where = f"context.jsonl:{line}"
+        nth = _ordinal(candidates.ordinals.shell[line])
+        at = _WHERE_IT_WAS.format(line=line)
         candidates.add(
             "command",
-            f"What shell command did the agent run in the message at line {line} of the "
-            "file its earlier messages were moved to? Reply with the command only.",
+            f"What was the {nth} shell command you ran in this session {at}? "
+            "Reply with the command only.",
             command,
             where,
         )
@@ -210,8 +245,8 @@ def _bash_commands(candidates: _Candidates) -> None:
             if found is not None and _fits(command):
                 candidates.add(
                     "exit_status",
-                    f"What exit status did the shell command `{command}` return (the one "
-                    f"the agent ran at line {line})? Reply with the number only.",
+                    f"What exit status did the {nth} shell command you ran in this session "
+                    f"(`{command}`) return {at}? Reply with the number only.",
                     found.group(1) or found.group(2),
                     f"context.jsonl:{after_line}",
                     needle=text,
@@ -321,10 +356,11 @@ def _open_probes(candidates: _Candidates) -> None:
     ]
     for line, text in spoken:
         if _DECISION.search(text):
+            nth = _ordinal(candidates.ordinals.spoken[line])
             candidates.add(
                 "decision",
-                f"What did you decide in your message at line {line} of the file your earlier "
-                "messages were moved to? Answer in one sentence.",
+                f"What did you decide in the {nth} of your messages that said something "
+                f"{_WHERE_IT_WAS.format(line=line)}? Answer in one sentence.",
                 text[:_LONGEST_ANSWER],
                 f"context.jsonl:{line}",
             )
@@ -353,10 +389,11 @@ def probes_of(record: SessionRecord) -> Iterator[Probe]:
     an exit status, only as the message holding it). A compaction the session ended after (no
     model call followed it) asks nothing.
     """
+    ordinals = _Ordinals(record)
     for compaction in record.compactions:
         if compaction.step is None:
             continue
-        candidates = _Candidates(compaction, compaction.step)
+        candidates = _Candidates(compaction, compaction.step, ordinals)
         _tool_calls(record, candidates)
         _bash_commands(candidates)
         _results(record, candidates)

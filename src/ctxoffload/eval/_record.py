@@ -30,6 +30,7 @@ class Compaction:
         left: the messages of that span, each with its line of context.jsonl.
         step: the model call made right after it; None when the session ended first.
         sent: the messages that call was sent (as stored), rebuilt from the record.
+        summary_id: the id of the summary message among them, when the record names one.
     """
 
     number: int
@@ -37,6 +38,7 @@ class Compaction:
     left: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     step: int | None = None
     sent: list[dict[str, Any]] = field(default_factory=list)
+    summary_id: str | None = None
 
 
 @dataclass
@@ -134,8 +136,10 @@ def read_record(workdir: str, session: str) -> SessionRecord:
             compactions.append(compaction)
             waiting.append(compaction)
         elif kind == EventKind.MODEL_CALL and waiting and isinstance(event.get("step"), int):
+            summary = event.get("summary")
             for compaction in waiting:
                 compaction.step = event["step"]
+                compaction.summary_id = summary if isinstance(summary, str) else None
             waiting = []
     for compaction in compactions:
         if compaction.step is not None:
