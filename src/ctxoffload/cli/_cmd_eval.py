@@ -19,6 +19,8 @@ from ._session_name import SessionName
 __all__ = ["model_endpoint", "register", "run"]
 
 _MAX_CALLS = 200
+_COMPARED = ("summary", "clearing", "window")
+"""The strategies `--strategies` asks under, in this order (`evaluate`'s `strategy`)."""
 _TIMEOUT = 60.0
 
 
@@ -158,7 +160,6 @@ async def _evaluate(
     from .._secrets import masked_url
     from ..agent import OpenAIChatModel
     from ..eval import evaluate
-    from ..eval._strategies import STRATEGIES
     from ..exceptions import ConfigError, ModelError
 
     shown_model = masked_url(args.model)
@@ -175,7 +176,7 @@ async def _evaluate(
     except (ConfigError, ImportError) as exc:
         raise CliError(masked_url(args.model, f"--model {shown_model}: {exc}")) from None
 
-    strategies = STRATEGIES if args.strategies else ("summary",)
+    strategies = _COMPARED if args.strategies else ("summary",)
 
     def planned(plan: Any) -> None:
         if plan.probes == 0 or plan.strategy != strategies[0]:
