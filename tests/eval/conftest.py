@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from eval_session import run_cli
 from reader import answer_as_reader
 
-from ctxoffload.cli import main
 from openai_server import OpenAIServer
-
-DEMO_SESSION = "nightly-job"
 
 
 @pytest.fixture(scope="session")
@@ -22,26 +17,9 @@ def demo_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`ctxoffload demo --workdir <tmp>/d`, run once for every test that reads it (never
     written to by them)."""
     workdir = tmp_path_factory.mktemp("eval-demo") / "d"
-    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
-        assert main(["demo", "--workdir", str(workdir)]) == 0
+    ran = run_cli("demo", "--workdir", str(workdir))
+    assert ran.code == 0, ran.err
     return workdir
-
-
-@dataclass
-class Ran:
-    """One `ctxoffload` command run in this process: its exit status and what it printed."""
-
-    code: int
-    out: str
-    err: str
-
-
-def run_cli(*argv: str) -> Ran:
-    """Run `ctxoffload ARGV...` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = main(list(argv))
-    return Ran(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

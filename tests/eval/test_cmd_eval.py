@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from eval_session import DEMO_SESSION, run_cli
 from reader import answer_as_reader
 
-from conftest import DEMO_SESSION, run_cli
 from openai_server import OpenAIServer, ScriptedReply
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus"
@@ -204,3 +204,18 @@ def test_the_strategies_rank_as_the_files_do_on_a_corpus_transcript(
     for keeping in ("summary", "clearing"):
         assert totals[keeping]["one_read"] > totals["window"]["one_read"]
         assert totals[keeping]["one_read"] >= totals[keeping]["no_tools"]
+
+
+@pytest.mark.parametrize(
+    "model", ["http://127.0.0.1:1/", "http://127.0.0.1:1/v1/", "https://", " "]
+)
+def test_a_model_url_naming_no_model_is_refused(demo_workdir: Path, model: str) -> None:
+    ran = run_cli("--workdir", str(demo_workdir), "eval", DEMO_SESSION, "--model", model)
+    assert ran.code == 2
+    assert "--model" in ran.err and "Traceback" not in ran.err
+
+
+def test_a_workspace_that_is_not_a_folder_is_refused() -> None:
+    ran = run_cli("--workdir", "sqlite:///agents.db", "eval", "s", "--probes")
+    assert ran.code == 2
+    assert "is not a folder" in ran.err

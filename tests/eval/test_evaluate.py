@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conftest import DEMO_SESSION
+from eval_session import DEMO_SESSION
+
 from ctxoffload import Msg, ScriptedModel, ToolCallBlock
 from ctxoffload.eval import evaluate, find_probes
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import DEMO_SESSION
+from eval_session import DEMO_SESSION
+
 from ctxoffload.eval._probes import normalised, probes_of
 from ctxoffload.eval._record import read_record
 from ctxoffload.text import message_text
