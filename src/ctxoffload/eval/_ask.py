@@ -4,6 +4,7 @@ the agent had and one round of calls, run for real against the workspace."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +117,5 @@ async def ask(
 
 
 def _arguments(call: ToolCallBlock) -> str:
-    import json
-
     text = json.dumps(call.input, ensure_ascii=False, default=str)
     return text if len(text) <= 160 else text[:157] + "..."

@@ -189,7 +189,7 @@ class _Candidates:
         self.found.append((probe, needle if needle is not None else answer))
 
 
-def _tool_calls(record: SessionRecord, candidates: _Candidates) -> None:
+def _tool_calls(candidates: _Candidates) -> None:
     for line, message in candidates.compaction.left:
         for block in _blocks(message):
             if block.get("type") != "tool_call" or not isinstance(block.get("id"), str):
@@ -394,7 +394,7 @@ def probes_of(record: SessionRecord) -> Iterator[Probe]:
         if compaction.step is None:
             continue
         candidates = _Candidates(compaction, compaction.step, ordinals)
-        _tool_calls(record, candidates)
+        _tool_calls(candidates)
         _bash_commands(candidates)
         _results(record, candidates)
         _open_probes(candidates)

@@ -7,7 +7,6 @@ Everything here is read through `_disk.read.Folder`: no link followed, nothing w
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,8 +147,3 @@ def read_record(workdir: str, session: str) -> SessionRecord:
             except (LookupError, ValueError):
                 compaction.step = None
     return SessionRecord(workdir, session, shown, compactions, stored, tools)
-
-
-def dumps(value: Any) -> str:
-    """A value as compact JSON, for the text probes are looked for in."""
-    return json.dumps(value, ensure_ascii=False, default=str)
