@@ -4,6 +4,7 @@ served on 127.0.0.1 (a real OpenAI-compatible HTTP server)."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -219,3 +220,21 @@ def test_a_workspace_that_is_not_a_folder_is_refused() -> None:
     ran = run_cli("--workdir", "sqlite:///agents.db", "eval", "s", "--probes")
     assert ran.code == 2
     assert "is not a folder" in ran.err
+
+
+def test_a_planted_link_is_never_read_through(demo_workdir: Path, tmp_path: Path) -> None:
+    workdir = tmp_path / "ws"
+    shutil.copytree(demo_workdir, workdir)
+    session = workdir / "sessions" / DEMO_SESSION
+    secret = tmp_path / "secret.txt"
+    secret.write_text("ERROR the secret outside the workspace SEC-12345\n")
+    (session / "tool_result-call_2.txt").unlink()
+    (session / "tool_result-call_2.txt").symlink_to(secret)
+    ran = run_cli("--workdir", str(workdir), "eval", DEMO_SESSION, "--probes", "--json")
+    assert ran.code == 0, ran.err
+    assert "SEC-12345" not in ran.out and "Traceback" not in ran.err
+    (session / "events.jsonl").rename(tmp_path / "events.jsonl")
+    (session / "events.jsonl").symlink_to(tmp_path / "events.jsonl")
+    ran = run_cli("--workdir", str(workdir), "eval", DEMO_SESSION, "--probes")
+    assert ran.code != 0
+    assert "Traceback" not in ran.err and ran.err.count("\n") == 1

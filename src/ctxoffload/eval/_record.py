@@ -14,7 +14,7 @@ from .._disk.events import EventKind, is_event
 from .._disk.ids import validate_session_id
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, SESSIONS_DIR
 from .._disk.read import Folder, rebuild_step
-from ..exceptions import InvalidReference
+from ..exceptions import OffloadError
 
 __all__ = ["Compaction", "SessionRecord", "read_record"]
 
@@ -71,7 +71,7 @@ class SessionRecord:
             try:
                 with Folder(self.workdir, SESSIONS_DIR, self.session) as folder:
                     raw = folder.read_bytes(name)
-            except (OSError, InvalidReference):
+            except (OSError, OffloadError):  # gone, or a planted link: never read through
                 return None
             self._files[name] = raw.decode("utf-8", errors="replace")
         return self._files[name]
