@@ -65,6 +65,8 @@ _EXTERNAL = [
     # ... and a private module of a package, named by such a signature
     # (`Compressor.whole_output() -> WholeOutput`).
     r"ctxoffload\.compression\._stored_outputs\..+",
+    # ... and the report and probes `ctxoffload.eval` returns, read as their fields.
+    r"ctxoffload\.eval\._.+",
     # The standard library.
     r"(abc|argparse|asyncio|collections|concurrent|contextlib|dataclasses|datetime|enum|io|json"
     r"|logging|os|pathlib|re|subprocess|threading|types|typing|typing_extensions|weakref)\..+",

@@ -25,6 +25,7 @@ PACKAGES = [
     "ctxoffload",
     "ctxoffload.agent",
     "ctxoffload.compression",
+    "ctxoffload.eval",
     "ctxoffload.formats",
     "ctxoffload.mcp",
     "ctxoffload.readback",
@@ -330,6 +331,8 @@ FACE_BUDGET = {
     # Issue 59: the split functions, the notes' tests, the placeholders' keys (now
     # `METADATA_KEY` on their managers) and the extractive summary went private.
     "ctxoffload.compression": 35,
+    # Issue 82: `ctxoffload eval` as a function, and its probes without a model.
+    "ctxoffload.eval": 2,
     "ctxoffload.formats": 10,
     "ctxoffload.readback": 11,  # + memory_tool (issue 46)
     # Issue 59: the writer's identity and the id check are _disk's, the refusal of what is
@@ -338,7 +341,7 @@ FACE_BUDGET = {
 }
 
 
-DISTINCT_NAMES = 120
+DISTINCT_NAMES = 122  # + ctxoffload.eval's evaluate and find_probes (issue 82)
 """How many distinct names the faces export together (a name on two faces counts once)."""
 
 

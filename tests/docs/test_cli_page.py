@@ -132,7 +132,7 @@ def test_the_cli_page_matches_every_command_help() -> None:
 
 def test_the_commands_are_read_from_the_help() -> None:
     listed = commands()
-    assert listed[:3] == ["demo", "ls", "show"] and len(listed) == 18
+    assert listed[:3] == ["demo", "ls", "show"] and len(listed) == 19
     assert "mcp-proxy" in listed  # a name with a hyphen is read whole
     assert help_options(help_text("grep")) >= {"-C", "--context", "-i", "--timeout", "--json"}
     assert "--format" in help_options(help_text("replay"))

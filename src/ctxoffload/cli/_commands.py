@@ -25,6 +25,7 @@ COMMAND_HELP = {
     "verify": "check JSONL lines, data hashes, references, and for links or foreign files",
     "gc": "remove sessions past an age or over a size, then unreferenced data files",
     "purge": "remove the sessions named, unless one is live (leased, or referenced)",
+    "eval": "ask a model what it still knows after each compaction, with no tools and one read",
     "replay": "replay a recorded agent transcript through truncation and compression",
     "fork": "start a new session from what the model was sent at one step of another",
     "export": "write sessions of a database, bucket or folder to a folder in the on-disk layout",

@@ -1,0 +1,242 @@
+"""The deterministic reader: an OpenAI-compatible model for `ctxoffload eval`'s tests that
+answers a probe only from what is in the messages it is sent.
+
+Given tools, and a notice or summary in the messages that names the file holding what the
+question is about, it calls Read or Grep once, as a careful agent would, then answers from
+the messages and the tool's result. It never sees the workspace any other way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from typing import Any
+
+from openai_server import chat_completion
+
+__all__ = ["answer_as_reader"]
+
+_ERROR = r"\b(?:ERROR|FATAL|Traceback|[A-Z]\w*(?:Error|Exception))\b"
+_EXIT = re.compile(
+    r"(?:<returncode>\s*(-?\d+)\s*</returncode>"
+    r"|\b(?:exit(?:ed)?(?: with)?(?: code| status)|return ?code|returncode)\b[:= ]+(-?\d+))",
+    re.IGNORECASE,
+)
+_UNKNOWN = "I do not know."
+_BASH = re.compile(r"```(?:bash|sh|shell)\n(.+?)\n```", re.DOTALL)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _call_id(question: str) -> str | None:
+    found = re.search(r"tool call (\S+?)[ ?]", question)
+    return found.group(1) if found else None
+
+
+def _line(question: str) -> int | None:
+    found = re.search(r"\(line (\d+) of", question)
+    return int(found.group(1)) if found else None
+
+
+class _Seen:
+    """What the messages hold: every text, the calls' arguments, the results by call."""
+
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
+        self.texts: list[str] = []
+        self.arguments: dict[str, dict[str, Any]] = {}
+        self.results: dict[str, list[str]] = {}
+        for message in messages:
+            text = _text(message.get("content"))
+            self.texts.append(text)
+            for call in message.get("tool_calls") or []:
+                with contextlib.suppress(KeyError, ValueError):
+                    self.arguments[call["id"]] = json.loads(call["function"]["arguments"])
+            if message.get("role") == "tool":
+                self.results.setdefault(str(message.get("tool_call_id")), []).append(text)
+        self.blob = "\n".join(self.texts)
+        self.messages = messages
+
+    def mine(self, keep: Any) -> list[tuple[str, str]]:
+        """The agent's messages whose text `keep` accepts, in order, each with the text of
+        the message after it."""
+        found = []
+        for index, message in enumerate(self.messages):
+            text = _text(message.get("content"))
+            if message.get("role") == "assistant" and keep(text):
+                after = self.messages[index + 1] if index + 1 < len(self.messages) else {}
+                found.append((text, _text(after.get("content"))))
+        return found
+
+    def about(self, call: str) -> list[str]:
+        """Lines of `call`'s result: its tool message, or Grep's lines from its stored file."""
+        lines = [row for text in self.results.get(call, []) for row in text.splitlines()]
+        prefix = re.compile(r"^\S*tool_result-" + re.escape(call) + r"\.txt:\d+[:-]")
+        for row in self.blob.splitlines():
+            if prefix.match(row):
+                lines.append(prefix.sub("", row))
+        return lines
+
+    def context_line(self, number: int) -> str:
+        """The text Read showed of line `number` of context.jsonl (numbered rows and the
+        rows that continue them)."""
+        rows: list[str] = []
+        taking = False
+        for row in self.blob.splitlines():
+            head = re.match(r"^\s*(\d+)\t", row)
+            if head:
+                taking = int(head.group(1)) == number
+            elif not re.match(r"^\s+\t", row):
+                taking = False
+            if taking:
+                rows.append(row.split("\t", 1)[1])
+        return "\n".join(rows)
+
+    def file(self, pattern: str) -> str | None:
+        found = re.findall(r"(/[^\s'\"()<>]*" + pattern + r")", self.blob)
+        return found[0] if found else None
+
+    def span(self) -> tuple[int, int] | None:
+        found = re.findall(r"context\.jsonl \(lines (\d+)-(\d+)\)", self.blob)
+        return (int(found[-1][0]), int(found[-1][1])) if found else None
+
+
+def _reading(question: str, seen: _Seen) -> dict[str, Any] | None:
+    """The one call a careful agent makes for `question`, or None to answer at once."""
+    context = seen.file(r"context\.jsonl")
+    call, line = _call_id(question), _line(question)
+    if (call is not None and "error line" in question) or "exit status did tool" in question:
+        stored = seen.file(r"tool_result-" + re.escape(call) + r"\.txt")
+        pattern = _ERROR if "error line" in question else r"(?i)exit|returncode"
+        return (
+            {"name": "Grep", "arguments": {"pattern": pattern, "path_or_glob": stored}}
+            if (stored)
+            else None
+        )
+    if call is not None and (key := re.search(r"value of `(\w+)`", question)):
+        stored = seen.file(r"tool_result-" + re.escape(call) + r"\.txt")
+        if stored:
+            return {
+                "name": "Grep",
+                "arguments": {"pattern": f'"{key.group(1)}"', "path_or_glob": stored},
+            }
+        return None
+    if context is None:
+        return None
+    if line is not None:
+        return {"name": "Read", "arguments": {"path": context, "offset": line, "limit": 2}}
+    if question.startswith("What task"):
+        return {"name": "Read", "arguments": {"path": context, "offset": 1, "limit": 3}}
+    span = seen.span()
+    if question.startswith("What were you doing") and span is not None:
+        first = max(span[0], span[1] - 3)
+        return {
+            "name": "Read",
+            "arguments": {"path": context, "offset": first, "limit": span[1] - first + 1},
+        }
+    return None
+
+
+def _nth(question: str, what: str) -> int | None:
+    found = re.search(r"the (\d+)(?:st|nd|rd|th) " + what, question)
+    return int(found.group(1)) if found else None
+
+
+def _about_a_message(question: str, seen: _Seen, line: int) -> str:
+    """A question about one of the agent's messages: from Read's lines of context.jsonl when
+    it read them, else counted among the agent's messages it is sent."""
+    shell, spoken = _nth(question, "shell command"), _nth(question, "of your messages")
+    message, following = seen.context_line(line), seen.context_line(line + 1)
+    if not message:
+        mine = seen.mine(lambda text: bool(_BASH.search(text)) if shell else bool(text.strip()))
+        number = shell or spoken
+        if number is None or number > len(mine):
+            return _UNKNOWN
+        message, following = mine[number - 1]
+    if shell and "exit status" in question:
+        found = _EXIT.search(following)
+        return (found.group(1) or found.group(2)) if found else _UNKNOWN
+    if shell:
+        found = _BASH.search(message)
+        return found.group(1).strip() if found else _UNKNOWN
+    rows = [row for row in message.splitlines() if row.strip()]
+    if seen.context_line(line):
+        rows = rows[1:]  # Read's first row names the role
+    return rows[0] if rows else _UNKNOWN
+
+
+def _answer(question: str, seen: _Seen) -> str:
+    call, line = _call_id(question), _line(question)
+    if "error line" in question and call is not None:
+        errors = [row.strip() for row in seen.about(call) if re.search(_ERROR, row)]
+        if not errors:
+            return _UNKNOWN
+        if question.startswith("Quote"):
+            return errors[0]
+        prefix = re.search(r"Which (\w+)- identifier", question)
+        found = prefix and re.search(r"\b" + prefix.group(1) + r"-\d{2,}\b", errors[0])
+        return found.group(0) if found else _UNKNOWN
+    if (key := re.search(r"value of `(\w+)`", question)) and call is not None:
+        for row in seen.about(call):
+            found = re.search(r'"' + key.group(1) + r'"\s*:\s*(-?[\d.]+)', row)
+            if found:
+                return found.group(1)
+        return _UNKNOWN
+    if "exit status did tool" in question and call is not None:
+        for row in seen.about(call):
+            found = _EXIT.search(row)
+            if found:
+                return found.group(1) or found.group(2)
+        return _UNKNOWN
+    if (asked := re.search(r"What `(\w+)` did the agent pass to", question)) and call:
+        return str(seen.arguments.get(call, {}).get(asked.group(1), _UNKNOWN))
+    if question.startswith("What command did the agent run") and call:
+        arguments = seen.arguments.get(call, {})
+        return str(next((v for k, v in arguments.items() if k in ("command", "cmd")), _UNKNOWN))
+    if line is not None:
+        return _about_a_message(question, seen, line)
+    if question.startswith("What task"):
+        said = [t for t in seen.texts[:-1] if t and not t.lstrip().startswith("<")]
+        return said[0] if said else _UNKNOWN
+    if question.startswith("What were you doing"):
+        rows = [r.split("\t", 1)[1] for r in seen.blob.splitlines() if re.match(r"^\s*\d*\t", r)]
+        spoken = [rows[i + 1] for i, r in enumerate(rows[:-1]) if r.startswith("[assistant]")]
+        return spoken[-1] if spoken else _UNKNOWN
+    return _UNKNOWN
+
+
+def answer_as_reader(body: Any) -> dict[str, Any]:
+    """A chat completion answering the request `body` as the reader (the server's
+    `responder`)."""
+    messages = body.get("messages") or []
+    questions = [
+        _text(m.get("content"))
+        for m in messages
+        if m.get("role") == "user" and "Question: " in _text(m.get("content"))
+    ]
+    if not questions:
+        return chat_completion(_UNKNOWN, usage=(100, 3))
+    question = questions[-1].split("Question: ", 1)[1]
+    seen = _Seen(messages)
+    prompt = sum(len(t) for t in seen.texts) // 4
+    tools = {t["function"]["name"] for t in body.get("tools") or []}
+    if tools and messages[-1].get("role") != "tool":
+        reading = _reading(question, seen)
+        if reading is not None and reading["name"] in tools:
+            call = {
+                "id": "read_1",
+                "type": "function",
+                "function": {
+                    "name": reading["name"],
+                    "arguments": json.dumps(reading["arguments"]),
+                },
+            }
+            return chat_completion(None, tool_calls=[call], usage=(prompt, 20))
+    answer = _answer(question, seen)
+    return chat_completion(answer, usage=(prompt, max(1, len(answer) // 4)))

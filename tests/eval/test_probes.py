@@ -1,0 +1,72 @@
+"""Probes from a session's record: what left at each compaction, and where it lives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eval_session import DEMO_SESSION
+
+from ctxoffload.eval._probes import normalised, probes_of
+from ctxoffload.eval._record import read_record
+from ctxoffload.text import message_text
+
+
+def _line(session: Path, where: str) -> str:
+    name, number = where.rsplit(":", 1)
+    with (session / name).open(encoding="utf-8") as file:
+        for index, line in enumerate(file, start=1):
+            if index == int(number):
+                return line
+    raise AssertionError(f"{where} names no line")
+
+
+def test_every_probe_names_the_line_that_holds_its_answer(demo_workdir: Path) -> None:
+    record = read_record(str(demo_workdir), DEMO_SESSION)
+    probes = list(probes_of(record))
+    assert {p.category for p in probes} >= {"error", "id", "state"}
+    session = demo_workdir / "sessions" / DEMO_SESSION
+    for probe in probes:
+        line = _line(session, probe.where)
+        if probe.where.startswith("context.jsonl:"):
+            line = message_text(json.loads(line))
+        assert normalised(probe.answer) in normalised(line), probe
+
+
+def test_a_probe_is_never_about_what_the_context_still_holds(demo_workdir: Path) -> None:
+    record = read_record(str(demo_workdir), DEMO_SESSION)
+    for probe in probes_of(record):
+        compaction = record.compactions[probe.compaction - 1]
+        after = normalised("\n".join(message_text(m) for m in compaction.sent))
+        assert len(probe.answer) < 4 or normalised(probe.answer) not in after
+        if probe.where.startswith("context.jsonl:"):
+            first, last = compaction.lines
+            assert first <= int(probe.where.rsplit(":", 1)[1]) <= last
+    # The user's request stays pinned in the context, and the listed folder is in every
+    # summary: neither left, so neither is asked.
+    asked = [p.answer for p in probes_of(record)]
+    assert not any("nightly export job failed" in a for a in asked)
+    assert "/srv/jobs/nightly" not in asked
+
+
+def test_a_stored_result_is_asked_from_its_file(demo_workdir: Path) -> None:
+    probes = list(probes_of(read_record(str(demo_workdir), DEMO_SESSION)))
+    error = next(p for p in probes if p.category == "error")
+    assert error.where.startswith("tool_result-call_2.txt:")
+    assert "ORD-58213" in error.answer
+    assert next(p for p in probes if p.category == "id").answer == "ORD-58213"
+
+
+def test_the_same_record_gives_the_same_probes(demo_workdir: Path) -> None:
+    first = list(probes_of(read_record(str(demo_workdir), DEMO_SESSION)))
+    assert first == list(probes_of(read_record(str(demo_workdir), DEMO_SESSION)))
+
+
+def test_a_session_without_compaction_has_no_probe(tmp_path: Path) -> None:
+    session = tmp_path / "sessions" / "quiet"
+    session.mkdir(parents=True)
+    event = {"time": "2026-11-29T00:00:00+00:00", "kind": "model_call", "step": 1, "messages": []}
+    (session / "events.jsonl").write_text(json.dumps(event) + "\n")
+    record = read_record(str(tmp_path), "quiet")
+    assert record.compactions == []
+    assert list(probes_of(record)) == []
