@@ -269,12 +269,16 @@ async def test_a_lapsed_lease_nobody_took_is_renewed_by_the_next_write(
     """A holder whose loop was blocked past the time to live, its session not taken by
     anyone meanwhile, writes on: its next write renews the lease, which stays its own."""
     mine, theirs, blocked = two_writers
-    lease = await mine.acquire_lease("s", agent="A", ttl=TTL)
-    time.sleep(blocked)
+    # A longer life than the other tests' (blocked for as much longer): B's attempt must come
+    # within the renewed lease's life, and on a busy machine the writes alone, a bucket's
+    # round trips, can take longer than TTL.
+    ttl = TTL * 5
+    lease = await mine.acquire_lease("s", agent="A", ttl=ttl)
+    time.sleep(blocked - TTL + ttl)
     for write in WRITES.values():
         await write(mine)
     with pytest.raises(SessionBusyError, match="agent 'A'"):
-        await theirs.acquire_lease("s", agent="B", ttl=TTL)
+        await theirs.acquire_lease("s", agent="B", ttl=ttl)
     assert lease.held
     await lease.release()
 
