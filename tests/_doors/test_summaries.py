@@ -107,3 +107,15 @@ def test_anything_else_is_refused_when_the_door_is_built_naming_what_it_takes(
 def test_a_chat_model_is_one_and_a_name_or_a_sync_model_is_not() -> None:
     assert is_chat_model(ScriptedModel([]))
     assert not is_chat_model("gpt-4o") and not is_chat_model(SyncGenerate())
+
+
+def test_a_model_made_per_request_is_not_kept_for_ever() -> None:
+    from ctxoffload._doors.summaries import ADAPTED_KEPT
+
+    writer = SummaryWriter(None, adapt=adapt)
+    models = [HostModel(f"m{i}") for i in range(ADAPTED_KEPT * 3)]
+    for model in models:
+        assert writer.model(model) is not None
+    assert len(writer._adapted) == ADAPTED_KEPT
+    newest = writer.model(models[-1])
+    assert newest is writer.model(models[-1])  # the newest are still known

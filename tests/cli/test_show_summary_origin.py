@@ -10,7 +10,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxoffload import Agent, ContextConfig, LocalWorkspace, Msg, ScriptedModel
+from ctxoffload import (
+    Agent,
+    ContextConfig,
+    LocalWorkspace,
+    ModelResponse,
+    Msg,
+    ScriptedModel,
+    Usage,
+)
 from helpers import call, fetch_log, summary_reply
 
 # How a model such as Claude often answers when asked for JSON: a sentence, a fenced object
@@ -84,3 +92,28 @@ async def test_show_says_why_a_summary_is_the_extract(
     assert lines and all(line.startswith("summary: extractive (") for line in lines)
     # The first compaction waits out the timeout; a later one may find none of it left.
     assert lines[0] == "summary: extractive (timeout after 0.3 s)"
+
+
+class Reporting(ScriptedModel):
+    """A summary model whose every reply reports its tokens, as a provider's does."""
+
+    async def generate(self, messages: Sequence[Msg], **kwargs: Any) -> ModelResponse:
+        reply = await super().generate(messages, **kwargs)
+        return ModelResponse(
+            message=reply.message, usage=Usage(input_tokens=1200, output_tokens=90)
+        )
+
+
+async def test_the_tokens_each_summary_cost_are_in_the_record_and_its_line(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    workdir = tmp_path / "ws"
+    agent = await record(workdir, Reporting(default=summary_reply("haiku"), model_name="m"))
+
+    as_json = cli("show", "run-1", "--workdir", workdir, "--json")
+    compressions = [e for e in json.loads(as_json.out)["events"] if e["kind"] == "compression"]
+    assert len(compressions) == agent.compressor.compressions
+    usage = [e["summary_origin"]["usage"] for e in compressions]
+    assert usage == [{"input_tokens": 1200, "output_tokens": 90}] * len(compressions)
+    lines = summary_lines(cli("show", "run-1", "--workdir", workdir).out)
+    assert lines and all(line.endswith(", 1,200 tokens in, 90 out") for line in lines)

@@ -24,6 +24,11 @@ it was given is not one. It may raise `ConfigError` for a model name its host ca
 resolve, with the host's reason."""
 
 
+ADAPTED_KEPT = 16
+"""How many agent models a door keeps adapted (a server that builds a model per request
+would otherwise keep every one it was given)."""
+
+
 def is_chat_model(model: object) -> bool:
     """Whether `model` is a ctxoffload `ChatModel` (its `generate` a coroutine function)."""
     return not isinstance(model, (str, bytes)) and inspect.iscoroutinefunction(
@@ -102,6 +107,8 @@ class SummaryWriter:
             except ConfigError:
                 adapted = None  # a model the host itself runs, but no summary: the extract
             self._adapted[id(agent_model)] = (agent_model, adapted)
+            while len(self._adapted) > ADAPTED_KEPT:  # a model made per request: the oldest go
+                del self._adapted[next(iter(self._adapted))]
             return adapted
 
     def who(self, agent_model: object = None) -> str:

@@ -27,6 +27,7 @@ from ..tokens import TokenCounter
 from ._config import CHARS_PER_TOKEN, ContextConfig
 from ._summarize import SummaryOutcome, bound_summary
 from ._summary_model import Summary
+from ._summary_outcome import add_usage
 from ._summary_parse import read_summary
 
 __all__ = ["LastRequest", "same_model", "summarize_from_cache"]
@@ -144,5 +145,12 @@ async def summarize_from_cache(
         logger.warning("the cache-shaped summary request failed (%s); asking anew", exc)
         return None
     return SummaryOutcome(
-        summary, "model", 1, 1, reply=found.shape, filled=found.missing, cut=found.cut
+        summary,
+        "model",
+        1,
+        1,
+        reply=found.shape,
+        filled=found.missing,
+        cut=found.cut,
+        usage=add_usage(None, reply.usage) if reply.usage is not None else None,
     )

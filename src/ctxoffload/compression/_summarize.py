@@ -173,6 +173,7 @@ async def _ask(
         attempts.calls += 1
         try:
             reply = await model.generate(request, response_schema=config.summary_schema)
+            attempts.used(reply.usage)
             found = read_summary(reply.message.text)
             summary = found.summary(fill() if found.missing else None)
         except ContextOverflowError:
@@ -296,6 +297,7 @@ async def summarize(
         0,
         fallback=fallback,
         error=attempts.error,
+        usage=attempts.usage,
         timeout=config.summary_timeout if fallback == "timeout" else None,
     )
 
@@ -375,6 +377,7 @@ async def _model_summary(
                 reply=attempts.reply,
                 filled=attempts.filled,
                 cut=attempts.cut,
+                usage=attempts.usage,
             )
         except ContextOverflowError:
             # Our count under-estimated the model's tokenizer: halve and retry.

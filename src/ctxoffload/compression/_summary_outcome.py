@@ -10,9 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model import Usage
 from ._summary_model import Summary
 
-__all__ = ["Attempts", "SummaryOutcome"]
+__all__ = ["Attempts", "SummaryOutcome", "add_usage"]
+
+
+def add_usage(total: dict[str, int] | None, usage: Usage) -> dict[str, int]:
+    """`total` with one reply's `usage` added: input, output and (where reported) cached
+    input tokens, as the record keeps them."""
+    added = dict(total or {"input_tokens": 0, "output_tokens": 0})
+    added["input_tokens"] += usage.input_tokens
+    added["output_tokens"] += usage.output_tokens
+    if usage.cached_input_tokens is not None:
+        added["cached_input_tokens"] = (
+            added.get("cached_input_tokens", 0) + usage.cached_input_tokens
+        )
+    return added
 
 
 @dataclass
@@ -25,6 +39,8 @@ class Attempts:
         reply: how the last valid reply was written (`SummaryReply.shape`).
         filled: the fields the last valid reply lacked, taken from the extract.
         cut: the fields the last valid reply was cut off in (kept, marked).
+        usage: the tokens every reply so far reported, added up (`used`); None while no
+            reply reported any.
     """
 
     calls: int = 0
@@ -32,6 +48,13 @@ class Attempts:
     reply: str | None = None
     filled: tuple[str, ...] = ()
     cut: tuple[str, ...] = ()
+    usage: dict[str, int] | None = None
+
+    def used(self, usage: Usage | None) -> None:
+        """Add what one reply reported (a reply that was then refused cost its tokens too)."""
+        if usage is None:
+            return
+        self.usage = add_usage(self.usage, usage)
 
     def failed(self, exc: BaseException) -> None:
         """Note `exc` as the last failure."""
@@ -63,6 +86,8 @@ class SummaryOutcome:
         error: the summary model's last error, when it failed.
         timeout: the `summary_timeout` the summary model ran out of (the compaction's whole
             allowance; the model had what was left of it).
+        usage: the tokens the summary model's replies reported, added up (input, output,
+            cached input); None where none reported any.
     """
 
     summary: Summary
@@ -78,6 +103,7 @@ class SummaryOutcome:
     fallback: str | None = None
     error: str | None = None
     timeout: float | None = None
+    usage: dict[str, int] | None = None
 
     def report(self) -> dict[str, int]:
         """What the summary model was sent, for a compaction's event."""
@@ -97,6 +123,8 @@ class SummaryOutcome:
             "attempts": self.model_calls,
             "chunks": self.chunks,
         }
+        if self.usage is not None:
+            origin["usage"] = self.usage
         if self.source == "model":
             origin |= {"reply": self.reply, "filled": list(self.filled), "cut": list(self.cut)}
         else:
