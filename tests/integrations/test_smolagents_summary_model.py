@@ -99,6 +99,15 @@ def test_a_smolagents_model_given_writes_the_summary_with_response_format(
     assert all(
         "smol-summarizer" not in str(getattr(s, "model_output", "")) for s in agent.memory.steps
     )
+    # The record says the summary came through this door, and what its replies cost.
+    origins = [
+        event["summary_origin"]
+        for path in (tmp_path / "ws" / "sessions").glob("*/events.jsonl")
+        for event in map(json.loads, path.read_text(encoding="utf-8").splitlines())
+        if event.get("kind") == "compression"
+    ]
+    assert origins and all(o["door"] == "smolagents" for o in origins)
+    assert all(o["usage"]["output_tokens"] >= 70 for o in origins)
 
 
 def test_a_model_without_structured_output_is_asked_plainly_and_parsed(tmp_path: Path) -> None:

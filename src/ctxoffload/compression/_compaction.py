@@ -443,7 +443,9 @@ class Compaction:
                 summary_model=model_label(self.model) if outcome.source == "model" else None,
                 summary_model_calls=outcome.model_calls,
                 summary_origin=outcome.origin(
-                    model_label(self.model) if outcome.source == "model" else None
+                    model_label(self.model) if outcome.source == "model" else None,
+                    # A host's model, adapted by its door, says which door (`door`).
+                    door=getattr(self.model, "door", None) if outcome.source == "model" else None,
                 ),
                 **({"summary_input": outcome.report()} if outcome.source == "model" else {}),
                 artifacts=index.report(),

@@ -20,6 +20,7 @@ import importlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .._doors.doors import DOORS
 from .._doors.host_models import (
     overflow_of,
     replied,
@@ -54,6 +55,8 @@ class CrewAISummaryModel:
         llm: the CrewAI LLM.
         window: the hooks' configured window, for an LLM that reports none.
     """
+
+    door = DOORS["crewai"].name  # the record says the summary came through it
 
     def __init__(self, llm: Any, window: int | None) -> None:
         self.llm = llm

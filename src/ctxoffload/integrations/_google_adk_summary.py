@@ -14,6 +14,7 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
+from .._doors.doors import DOORS
 from .._doors.host_models import (
     overflow_of,
     replied,
@@ -47,6 +48,8 @@ class AdkSummaryModel:
         llm: the ADK model.
         window: the door's configured window, for a model whose own ADK does not report.
     """
+
+    door = DOORS["google-adk"].name  # the record says the summary came through it
 
     def __init__(self, llm: Any, window: int | None) -> None:
         self.llm = llm

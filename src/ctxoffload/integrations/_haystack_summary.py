@@ -25,6 +25,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import (
     masked_name,
@@ -88,6 +89,8 @@ class HaystackSummaryModel:
         generator: the chat generator component.
         context_window: the window of its model (the config's), for the summary's chunks.
     """
+
+    door = DOORS["haystack"].name  # the record says the summary came through it
 
     def __init__(self, generator: Any, context_window: int | None = None) -> None:
         self.generator = generator

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import (
     masked_name,
@@ -82,6 +83,8 @@ class LangChainSummaryModel:
         model: the LangChain chat model.
         context_window: the window to assume when the model declares none in its profile.
     """
+
+    door = DOORS["langchain"].name  # the record says the summary came through it
 
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         self.model = model

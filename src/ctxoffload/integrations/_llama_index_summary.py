@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._doors.doors import DOORS
 from .._doors.host_models import (
     overflow_of,
     replied,
@@ -51,6 +52,8 @@ class LlamaIndexSummaryModel:
         llm: the LlamaIndex LLM.
         window: the memory's window, for an LLM whose metadata names none.
     """
+
+    door = DOORS["llama-index"].name  # the record says the summary came through it
 
     def __init__(self, llm: Any, window: int | None) -> None:
         self.llm = llm

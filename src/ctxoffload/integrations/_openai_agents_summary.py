@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import (
     masked_name,
@@ -92,6 +93,8 @@ class AgentsSummaryModel:
         model: the SDK model, or its name for the SDK's default provider.
         context_window: the window of the model (the config's), for the summary's chunks.
     """
+
+    door = DOORS["openai-agents"].name  # the record says the summary came through it
 
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         self._model = model

@@ -16,6 +16,7 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
+from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import (
     masked_name,
@@ -78,6 +79,8 @@ class PydanticAISummaryModel:
         model: the pydantic-ai model (an instrumented one is called through what it wraps).
         context_window: the window to assume when the model's profile declares none.
     """
+
+    door = DOORS["pydantic-ai"].name  # the record says the summary came through it
 
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         while isinstance(model, _instrumented.InstrumentedModel):

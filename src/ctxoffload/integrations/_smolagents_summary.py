@@ -17,6 +17,7 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
+from .._doors.doors import DOORS
 from .._doors.host_models import (
     overflow_of,
     replied,
@@ -49,6 +50,8 @@ class SmolagentsSummaryModel:
         model: the smolagents model.
         window: the callbacks' configured window (smolagents' models declare none).
     """
+
+    door = DOORS["smolagents"].name  # the record says the summary came through it
 
     def __init__(self, model: Any, window: int | None) -> None:
         self.model = model

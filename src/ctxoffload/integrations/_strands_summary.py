@@ -16,6 +16,7 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
+from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import (
     masked_name,
@@ -71,6 +72,8 @@ class StrandsSummaryModel:
         model: the Strands model.
         context_window: the window of the model (the manager's), for the summary's chunks.
     """
+
+    door = DOORS["strands"].name  # the record says the summary came through it
 
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         self.model = model
