@@ -41,7 +41,8 @@ def test_purge_removes_the_sessions_named_and_refuses_a_referenced_one(
     # `retry` (a fork) names run-1's files: run-1 alone is refused, nothing goes.
     refused = cli("purge", "run-1", "--workdir", where)
     assert refused.code == 2, refused.err
-    assert "'run-1' is live: session 'retry' references its files" in refused.err
+    assert "'run-1' must stay: session 'retry' references its files" in refused.err
+    assert "name both in one purge" in refused.err  # the fix, not only in --help
     assert "nothing was removed" in refused.err and refused.err.count("\n") == 1
     assert asyncio.run(ws.list_sessions()) == ["other", "retry", "run-1"]
     dry = cli("purge", "run-1", "retry", "--dry-run", "--workdir", where)

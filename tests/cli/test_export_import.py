@@ -152,6 +152,16 @@ def test_import_into_a_folder_or_a_foreign_database_is_refused(
     assert (tmp_path / "foreign.db").read_bytes() == foreign
 
 
+def test_import_without_dir_says_dir_is_needed_and_session_is_not(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    result = cli("import", "--workdir", f"sqlite:///{tmp_path / 'agents.db'}")
+    assert result.code == 2 and result.out == ""
+    assert "import needs DIR" in result.err and "SESSION is optional" in result.err
+    assert "required: DIR, SESSION" not in result.err
+    assert not (tmp_path / "agents.db").exists()
+
+
 @pytest.mark.parametrize("session", ["../x", "/abs", "a/b", ".hidden", ""])
 def test_hostile_session_ids_are_refused_before_anything_is_written(
     cli: Callable[..., Any], tmp_path: Path, session: str

@@ -35,7 +35,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "yet is created."
         ),
     )
-    parser.add_argument("folder", metavar="DIR", help="the workspace folder to read")
+    # DIR is required and SESSION optional; argparse, given neither, would call both
+    # required, so DIR's absence is said by `run`, and the usage line says which is which.
+    parser.usage = "%(prog)s [-h] [--workdir DIR] [--json] DIR [SESSION ...]"
+    parser.add_argument("folder", nargs="?", metavar="DIR", help="the workspace folder to read")
     parser.add_argument(
         "sessions", nargs="*", metavar="SESSION", type=SessionName, help="only these sessions"
     )
@@ -53,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
     from .. import exceptions as errors
     from ._output import print_json, shown
 
+    if args.folder is None:
+        raise CliError(
+            "import needs DIR, the workspace folder to read: ctxoffload import --workdir "
+            "sqlite:///FILE DIR [SESSION ...] (SESSION is optional: all sessions by default)"
+        )
     where = Workdir.of(args)
     if not where.is_bucket:
         raise CliError(

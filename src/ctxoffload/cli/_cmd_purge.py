@@ -71,10 +71,18 @@ def run(args: argparse.Namespace) -> int:
     if refused:
         # `why` quotes a lease's record (an agent's name): text the workspace holds.
         reasons = "; ".join(
-            f"session {inert(name)!r} is live: {inert(why)}"
+            f"session {inert(name)!r} "
+            f"{'must stay' if 'reference' in why else 'is live'}: {inert(why)}"
             for name, why in report.sessions_kept.items()
         )
-        raise CliError(f"{reasons}: nothing was removed")
+        named = any("reference" in why for why in report.sessions_kept.values())
+        together = (
+            "; a session another one names goes with it: name both in one purge "
+            "(ctxoffload purge SESSION OTHER ...)"
+            if named
+            else ""
+        )
+        raise CliError(f"{reasons}: nothing was removed{together}")
     verb = "would remove" if report.dry_run else "removed"
     for session in report.sessions_removed:
         print(f"{verb} session {inert(session)}")
