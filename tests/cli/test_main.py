@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
-from ctxoffload.cli import COMMANDS, build_parser
+from ctxoffload.cli import COMMANDS, build_parser, main
 from ctxoffload.cli._commands import COMMAND_HELP
 from ctxoffload.cli._output import Progress, print_table
 from helpers import corpus_file, install_hint
@@ -294,3 +294,17 @@ def test_long_commands_show_progress_on_a_terminal_and_not_in_a_pipe(
         os.close(main_fd)
     assert b"replay: messages" in drawn
     assert done.stdout.decode().startswith("replay of ")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_commands_help_fits_80_columns_and_breaks_no_name(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--help` on an 80-column terminal: no line wider, and no hyphenated name (a format,
+    `claude-code`; an option, `--summary-model`) cut at its hyphen (replay's --format
+    listed its choices on a 99-character line)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert not re.search(r"\w-\n", text), text

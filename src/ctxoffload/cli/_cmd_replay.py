@@ -100,7 +100,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="FILE",
         help="a ContextConfig JSON file; repeat to compare several",
     )
-    parser.add_argument("--format", choices=sorted(FORMATS), help="the transcript's format")
+    parser.add_argument(
+        "--format",
+        choices=sorted(FORMATS),
+        metavar="FORMAT",  # the choices, listed in the help, would take a 99-character line
+        help=f"the transcript's format, one of {', '.join(sorted(FORMATS))} (read from the "
+        "file when left out)",
+    )
     parser.add_argument("--session", help="session id prefix (default: replay-<file>-<time>)")
     parser.add_argument(
         "--summary-model",

@@ -77,6 +77,25 @@ class _Formatter(argparse.HelpFormatter):
             prog, indent_increment, max_help_position, _columns() - 2 if width is None else width
         )
 
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """An option's help in lines of `width`, never broken inside a hyphenated word (a
+        format's name, `claude-code`, or an option's, `--summary-model`)."""
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """A description filled to `width`, hyphenated words whole (`sub-agent`)."""
+        import textwrap
+
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        )
+
 
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
