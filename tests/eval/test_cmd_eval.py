@@ -13,10 +13,10 @@ import pytest
 from eval_session import DEMO_SESSION, run_cli
 from reader import answer_as_reader
 
+from helpers import corpus_file
 from openai_server import OpenAIServer, ScriptedReply
 
-CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus"
-TRANSCRIPT = CORPUS / "minisweagent-psf__requests-1142.traj.json"
+TRANSCRIPT = "minisweagent-psf__requests-1142.traj.json"
 
 
 def _model(server: OpenAIServer) -> str:
@@ -162,12 +162,11 @@ def test_a_key_in_the_url_is_never_printed(demo_workdir: Path, reader_server: Op
     assert secret not in ran.out + ran.err
 
 
-@pytest.mark.skipif(not TRANSCRIPT.exists(), reason="the corpus (../shared/corpus) is absent")
 def test_a_replayed_corpus_transcript_is_evaluated(
     tmp_path: Path, reader_server: OpenAIServer
 ) -> None:
     workdir = tmp_path / "ws"
-    ran = run_cli("--workdir", str(workdir), "replay", str(TRANSCRIPT))
+    ran = run_cli("--workdir", str(workdir), "replay", str(corpus_file(TRANSCRIPT)))
     assert ran.code == 0, ran.err
     (session,) = [p.name for p in (workdir / "sessions").iterdir()]
     report = _evaluated(workdir, session, reader_server)
@@ -194,12 +193,16 @@ def test_a_strategy_that_keeps_no_copy_ranks_last_on_the_demo(
     assert totals["window"]["one_read"] < totals["summary"]["one_read"]
 
 
-@pytest.mark.skipif(not TRANSCRIPT.exists(), reason="the corpus (../shared/corpus) is absent")
 def test_the_strategies_rank_as_the_files_do_on_a_corpus_transcript(
     tmp_path: Path, reader_server: OpenAIServer
 ) -> None:
     workdir = tmp_path / "ws"
-    assert run_cli("--workdir", str(workdir), "replay", str(TRANSCRIPT), "--session", "t").code == 0
+    assert (
+        run_cli(
+            "--workdir", str(workdir), "replay", str(corpus_file(TRANSCRIPT)), "--session", "t"
+        ).code
+        == 0
+    )
     totals = _strategies(workdir, "t", reader_server)
     assert totals["ranking"][-1] == "window"
     for keeping in ("summary", "clearing"):
