@@ -130,8 +130,8 @@ class OffloadingInputFilter:
 
     @property
     def summary_model(self) -> ChatModel | None:
-        """The model that writes the summaries now: `summary_model`, else the agent's own as
-        the filter last saw it, else None (the extract)."""
+        """The model that writes the summaries now (`summary_model`, else the agent's own as
+        the filter last saw it, else None for the extract)."""
         return self._summaries.model(self._agent_model)
 
     def _new_projector(self, session: str) -> Projector:
