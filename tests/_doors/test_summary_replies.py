@@ -51,3 +51,16 @@ def test_a_name_that_cannot_be_resolved_is_refused_without_its_secrets() -> None
     assert isinstance(refused, ConfigError)
     assert "sk-live-0123456789" not in said and "sk-other-98765" not in said
     assert "a Host model" in said and "summary_model=False" in said
+
+
+def test_a_hosts_long_reason_is_said_in_its_first_line() -> None:
+    """LangChain's reason for a name it cannot resolve lists thirty providers and a URL on
+    the lines after its first: the refusal stays one line."""
+    reason = ValueError(
+        "Unable to infer model provider for model='x'.\n\nSupported providers: a, b, c\n\n"
+        "For help, see: https://docs.example.com"
+    )
+    said = str(unresolved("x", "init_chat_model", "a LangChain chat model", reason))
+    assert "\n" not in said
+    assert "Unable to infer model provider for model='x'." in said
+    assert "Supported providers" not in said

@@ -92,7 +92,9 @@ def unresolved(name: str, host: str, takes: str, reason: BaseException) -> Confi
         takes: what the door takes as `summary_model`, in the refusal's words.
         reason: what the host raised.
     """
-    said = masked_name(name, f"{type(reason).__name__}: {reason}")
+    # The host's first line: LangChain's, for one, goes on to list thirty providers and a URL.
+    first = next((line.strip() for line in str(reason).splitlines() if line.strip()), "")
+    said = masked_name(name, f"{type(reason).__name__}: {first}")
     return ConfigError(
         f"summary_model {masked_name(name)!r} cannot be resolved by {host} ({said}): pass "
         f"{takes}, install the provider's package and set its key, or leave summary_model "
