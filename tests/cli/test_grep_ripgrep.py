@@ -2,22 +2,24 @@
 
 ripgrep (the `fast` extra's binary wheel; the test extra installs it) searches tool-result
 files where it reads a pattern as RE2 does, in a file that is UTF-8 throughout. Each case runs
-the real command twice, as a user would, once with `CTXOFFLOAD_GREP=python` (RE2 in this
-process) and once through a wrapper that records that ripgrep ran, and compares stdout, stderr
-and the exit status: Unicode, case folding, terminal escapes, bidi controls, NUL bytes past
-the sniff, carriage returns, lines past --max-columns, beside a file that is not UTF-8 (left
-to the engine) and a binary one (searched by neither); ripgrep's output of several blocks,
-read from its pipe with lines across the blocks' edges; and the coloured lines written to a
-terminal.
+the command twice, once with `CTXOFFLOAD_GREP=python` (RE2) and once through a wrapper that
+records that ripgrep ran (the command's `main` in this process, ripgrep in its own process),
+and compares stdout, stderr and the exit status: Unicode, case folding, terminal escapes,
+bidi controls, NUL bytes past the sniff, carriage returns, lines past --max-columns, beside a
+file that is not UTF-8 (left to the engine) and a binary one (searched by neither); ripgrep's
+output of several blocks, read from its pipe with lines across the blocks' edges; and the
+coloured lines written to a terminal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import stat
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
+from ctxoffload.cli import main
 from ctxoffload.cli._grep_ripgrep import RG_READ, ripgrep_can, ripgrep_path, ripgrep_pattern
 from helpers import examples
 from helpers import on_a_terminal as run_on_a_terminal
@@ -101,15 +104,26 @@ def recording_rg(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def grep(workdir: Path, args: list[str], engine: str) -> tuple[int, bytes, bytes]:
-    env = {**os.environ, "CTXOFFLOAD_GREP": engine, "NO_COLOR": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "ctxoffload", "--workdir", str(workdir), "grep", *args],
-        capture_output=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    return done.returncode, done.stdout, done.stderr
+    """`ctxoffload --workdir WORKDIR grep ARGS` with `CTXOFFLOAD_GREP=engine`, its exit
+    status, stdout and stderr as bytes. The command's `main` runs in this process (an
+    interpreter started per run cost three quarters of this file's time); ripgrep, when it
+    is the engine, is its real process, as it is under the command."""
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape")
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape")
+    saved = {name: os.environ.get(name) for name in ("CTXOFFLOAD_GREP", "NO_COLOR")}
+    os.environ.update(CTXOFFLOAD_GREP=engine, NO_COLOR="1")
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(["--workdir", str(workdir), "grep", *args])
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    out.flush()
+    err.flush()
+    return code, out.buffer.getvalue(), err.buffer.getvalue()  # type: ignore[attr-defined]
 
 
 def rg_runs(log: Path) -> int:
