@@ -23,6 +23,7 @@ Each function returns a fresh dict: a test may change what it gets.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -219,15 +220,41 @@ def run_hook(
     event: str, payload: Any, workdir: Path, *extra: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """`ctxoffload hook EVENT --workdir WORKDIR` with `payload` on stdin (bytes as given, else
-    its JSON), as Claude Code runs a command hook."""
+    its JSON), as Claude Code runs a command hook: the command's `main` in this process, its
+    stdin, stdout and stderr bytes as a child's would be (an interpreter started per case
+    was most of the hook tests' time; `hook_in_project` and `run_command` start one, as Claude
+    Code does)."""
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from ctxoffload.cli import main
+
     data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    return subprocess.run(
-        [sys.executable, "-m", "ctxoffload", "hook", event, "--workdir", str(workdir), *extra],
-        input=data,
-        capture_output=True,
-        env={**os.environ, **(env or {})},
-        timeout=300,
-    )
+    argv = ["hook", event, "--workdir", str(workdir), *extra]
+    streams = [io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape")]
+    streams.append(io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape"))
+    saved_env = {name: os.environ.get(name) for name in env or {}}
+    saved_stdin = sys.stdin
+    os.environ.update(env or {})
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
+    try:
+        with redirect_stdout(streams[0]), redirect_stderr(streams[1]):
+            code = main(argv)
+    finally:
+        sys.stdin = saved_stdin
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    out, err = (_written(stream) for stream in streams)
+    return subprocess.CompletedProcess(["ctxoffload", *argv], code, out, err)
+
+
+def _written(stream: io.TextIOWrapper) -> bytes:
+    stream.flush()
+    buffer = stream.buffer
+    assert isinstance(buffer, io.BytesIO)
+    return buffer.getvalue()
 
 
 def hook_in_project(
