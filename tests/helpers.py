@@ -436,6 +436,9 @@ class MinimalOffloader:
 # package, so every name is the first thing imported; prints the failures as JSON.
 FIRST_IMPORTS = """
 import json, os, sys, traceback
+# What ctxoffload stands on is imported once, before the forks: each fork then pays for
+# ctxoffload's own modules only, whose order of first import is what is checked.
+import asyncio, dataclasses, logging, re, typing, pydantic, pydantic_core
 groups = json.loads(sys.argv[1])
 failed = {}
 for package, names in groups:
