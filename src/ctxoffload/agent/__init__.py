@@ -13,13 +13,12 @@ if TYPE_CHECKING:
     from ..readback import FileToolbox, resolve_in_roots, retrieval_tool, workspace_tools
     from ._agent import Agent
     from ._openai_model import OpenAIChatModel
-    from ._record import WINDOW_PARTS, SessionRecorder, StepRecord, window_parts
+    from ._record import SessionRecorder, StepRecord, window_parts
     from ._subagent import MAX_SUBAGENT_DEPTH
     from ._tools import Tool, as_tool
 
 __all__ = [
     "MAX_SUBAGENT_DEPTH",
-    "WINDOW_PARTS",
     "Agent",
     "ChatModel",
     "FileToolbox",
@@ -55,7 +54,6 @@ __getattr__, __dir__ = lazy_exports(
         "as_tool": "._tools",
         "OpenAIChatModel": "._openai_model",
         "SessionRecorder": "._record",
-        "WINDOW_PARTS": "._record",
         "window_parts": "._record",
         "MAX_SUBAGENT_DEPTH": "._subagent",
     },

@@ -87,7 +87,9 @@ def window_parts(
     *,
     known: dict[str, tuple[Msg, str]] | None = None,
 ) -> dict[str, int]:
-    """The tokens of one model call by `WINDOW_PARTS`.
+    """The tokens of one model call by what they are spent on: a dict of `system`, `tools`,
+    `summary`, `pinned`, `messages`, `tool_results` and `images`, in that order (the order
+    `ctxoffload ui` stacks them).
 
     Each message is counted whole in the first part it belongs to: a system message in
     `system`, the summary in `summary`, a pinned message in `pinned`, one holding an image
