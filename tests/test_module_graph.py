@@ -8,6 +8,7 @@ name as the first thing a fresh interpreter does.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import json
 import subprocess
@@ -49,6 +50,18 @@ EXTRAS = {"google.adk": "google-adk", "llama_index.core": "llama-index"}
 """The extra of a framework whose import name is not its extra's."""
 
 
+SOURCE_PARSED_ONCE = pytest.mark.xdist_group("source-imports")
+"""The checks that read every source file's imports run on one worker, which parses once."""
+
+
+@functools.cache
+def import_statements(path: Path) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """The import statements of a source file, wherever they stand in it: parsed once for
+    all the checks of a test run (the source does not change under it)."""
+    tree = ast.parse(path.read_text(), str(path))
+    return tuple(node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
 def module_graph(root: Path) -> dict[str, set[str]]:
     """Each module of the package under `root`, with the package modules it imports.
 
@@ -70,7 +83,7 @@ def module_graph(root: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, (path, is_package) in modules.items():
         package = name if is_package else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in import_statements(path):
             targets: list[str | None] = []
             if isinstance(node, ast.Import):
                 targets = [known(alias.name) for alias in node.names]
@@ -132,6 +145,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+@SOURCE_PARSED_ONCE
 def test_the_source_has_no_import_cycle() -> None:
     graph = module_graph(SRC)
     assert len(graph) > 50  # the walk found the package
@@ -150,6 +164,7 @@ def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
     assert cycles(module_graph(package)) == [["pkg.a", "pkg.sub.b"]]
 
 
+@SOURCE_PARSED_ONCE
 def test_the_pillars_import_no_front() -> None:
     """The pillars (`_disk`, workspace, readback, compression) never import the agent, the CLI
     or an integration; workspace imports neither readback nor compression; the private disk
@@ -185,6 +200,7 @@ def command_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
     )
 
 
+@SOURCE_PARSED_ONCE
 def test_neither_the_viewer_nor_a_command_imports_a_command() -> None:
     assert command_imports(module_graph(SRC)) == []
 
@@ -261,7 +277,7 @@ def private_imports(root: Path) -> list[str]:
         is_package = parts[-1] == "__init__"
         module = ".".join(parts[:-1] if is_package else parts)
         package = module if is_package else module.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in import_statements(path):
             if not isinstance(node, ast.ImportFrom):
                 continue
             if node.level:
@@ -294,6 +310,7 @@ def private_imports(root: Path) -> list[str]:
     return wrong
 
 
+@SOURCE_PARSED_ONCE
 def test_no_module_reaches_past_another_packages_exports() -> None:
     assert private_imports(SRC) == []
 
