@@ -154,3 +154,20 @@ def test_a_session_in_a_bucket_is_evaluated_its_urls_read_from_the_copy(
     assert total["asked"] > 0 and total["one_read"] == total["asked"]
     error = next(p for p in total["probes"] if p["category"] == "error")
     assert url in error["one_read"]["read"][0]  # the model named the bucket's object
+
+
+def test_a_transcripts_probes_are_listed_without_a_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    report = _json("eval", str(corpus_file(TRANSCRIPT)), "--probes")
+    probes = report["probes"]
+    assert probes and {"command", "exit_status", "state"} <= {p["category"] for p in probes}
+    assert all(p["where"] and p["answer"] for p in probes)
+    assert list(tmp_path.iterdir()) == []  # the replay was temporary
+
+
+def test_a_path_naming_no_file_is_refused() -> None:
+    ran = run_cli("eval", "no/such/transcript.jsonl", "--probes")
+    assert ran.code == 2
+    assert "neither a session name nor a transcript file" in ran.err
