@@ -15,7 +15,7 @@ from typing import Any
 
 from openai_server import chat_completion
 
-__all__ = ["answer_as_reader"]
+__all__ = ["answer_as_reader", "judge_strictly"]
 
 _ERROR = r"\b(?:ERROR|FATAL|Traceback|[A-Z]\w*(?:Error|Exception))\b"
 _EXIT = re.compile(
@@ -99,7 +99,8 @@ class _Seen:
         return "\n".join(rows)
 
     def file(self, pattern: str) -> str | None:
-        found = re.findall(r"(/[^\s'\"()<>]*" + pattern + r")", self.blob)
+        # A path, or a store's URL (s3://bucket/..., sqlite:////folder/agents.db/...).
+        found = re.findall(r"((?:[a-z][a-z0-9+.-]*:/)?/[^\s'\"()<>]*" + pattern + r")", self.blob)
         return found[0] if found else None
 
     def span(self) -> tuple[int, int] | None:
@@ -134,7 +135,7 @@ def _reading(question: str, seen: _Seen) -> dict[str, Any] | None:
     if question.startswith("What task"):
         return {"name": "Read", "arguments": {"path": context, "offset": 1, "limit": 3}}
     span = seen.span()
-    if question.startswith("What were you doing") and span is not None:
+    if question.startswith("What was your last step") and span is not None:
         first = max(span[0], span[1] - 3)
         return {
             "name": "Read",
@@ -204,17 +205,86 @@ def _answer(question: str, seen: _Seen) -> str:
     if question.startswith("What task"):
         said = [t for t in seen.texts[:-1] if t and not t.lstrip().startswith("<")]
         return said[0] if said else _UNKNOWN
-    if question.startswith("What were you doing"):
-        rows = [r.split("\t", 1)[1] for r in seen.blob.splitlines() if re.match(r"^\s*\d*\t", r)]
-        spoken = [rows[i + 1] for i, r in enumerate(rows[:-1]) if r.startswith("[assistant]")]
-        return spoken[-1] if spoken else _UNKNOWN
+    if question.startswith("What was your last step"):
+        return _last_step(seen)
     return _UNKNOWN
+
+
+def _last_step(seen: _Seen) -> str:
+    """The agent's last step in the rows Read showed of context.jsonl: what it said, then the
+    last tool it called and with what."""
+    rows = [r.split("\t", 1)[1] for r in seen.blob.splitlines() if re.match(r"^\s*\d*\t", r)]
+    starts = [i for i, r in enumerate(rows) if r.startswith("[assistant]")]
+    if not starts:
+        return _UNKNOWN
+    said: list[str] = []
+    call: str | None = None
+    arguments: dict[str, str] = {}
+    for row in rows[starts[-1] + 1 :]:
+        if re.match(r"^\[\w+\]", row):
+            break
+        found = re.match(r"^-> tool call (\S+) \(id", row)
+        if found:
+            call, arguments = found.group(1), {}
+        elif call is not None and (pair := re.match(r"^  (\w+): (.*)$", row)):
+            arguments[pair.group(1)] = pair.group(2)
+        elif call is None and row.strip():
+            said.append(row.strip())
+    text = " ".join(said)
+    if call is None:
+        return text or _UNKNOWN
+    step = f"called {call} with {json.dumps(arguments, ensure_ascii=False)}"
+    return f"{text} Then {step}" if text else step
+
+
+def _summary(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A terse summary, when `messages` ask for one: the reader keeps the first thing the
+    conversation says and the last, and nothing between (a lossy summariser: every path,
+    command and number in the middle is gone)."""
+    blob = "\n".join(_text(m.get("content")) for m in messages)
+    if "You are compressing the earlier part of a conversation" in blob:  # ctxoffload's
+        said = blob.split("<conversation>", 1)[-1].rsplit("</conversation>", 1)[0]
+        rows = [r.strip() for r in said.splitlines() if r.strip()]
+        fields = {
+            "task_overview": rows[0][:200] if rows else "none",
+            "current_state": rows[-1][:200] if rows else "none",
+            "important_discoveries": "none",
+            "next_steps": "none",
+            "context_to_preserve": "none",
+        }
+        return chat_completion(json.dumps(fields), usage=(len(blob) // 4, 80))
+    if "<conversation>" in blob:  # the `langchain` strategy's request
+        said = blob.split("<conversation>", 1)[1].rsplit("</conversation>", 1)[0]
+        rows = [r.strip() for r in said.splitlines() if r.strip()]
+        first = next((r for r in rows if r.startswith("[user]")), rows[0] if rows else "")
+        last = next((r for r in reversed(rows) if r.startswith("[assistant]")), "")
+        return chat_completion(f"{first[:200]}\n{last[:200]}", usage=(len(blob) // 4, 60))
+    return None
+
+
+def judge_strictly(body: Any) -> dict[str, Any]:
+    """A judge for the tests: CORRECT when the agent's answer is the reference answer, after
+    normalising whitespace and case; INCORRECT otherwise, with its reason."""
+    prompt = _text((body.get("messages") or [{}])[-1].get("content"))
+    reference = re.search(r"Reference answer \(from the record\): (.*?)\n\nThe agent", prompt, re.S)
+    given = re.search(r"The agent's answer: (.*?)\n\nGrade it", prompt, re.S)
+    if reference is None or given is None:
+        return chat_completion("INCORRECT\nno rubric found", usage=(len(prompt) // 4, 4))
+    same = " ".join(reference.group(1).lower().split()) == " ".join(given.group(1).lower().split())
+    verdict = "CORRECT\nThe same as the reference." if same else "INCORRECT\nNot the reference."
+    return chat_completion(verdict, usage=(len(prompt) // 4, 8))
 
 
 def answer_as_reader(body: Any) -> dict[str, Any]:
     """A chat completion answering the request `body` as the reader (the server's
-    `responder`)."""
+    `responder`): a probe from what its messages hold, a summary when asked for one, a
+    verdict (`judge_strictly`) when the model asked is named `judge`."""
     messages = body.get("messages") or []
+    if body.get("model") == "judge":
+        return judge_strictly(body)
+    summary = _summary(messages)
+    if summary is not None:
+        return summary
     questions = [
         _text(m.get("content"))
         for m in messages

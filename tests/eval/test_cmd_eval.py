@@ -174,11 +174,10 @@ def test_a_replayed_corpus_transcript_is_evaluated(
     assert {"command", "exit_status"} <= {p["category"] for p in report["probes"]}
 
 
-def _strategies(workdir: Path, session: str, server: OpenAIServer) -> dict[str, Any]:
-    report = _evaluated(workdir, session, server, "--strategies")
-    assert report["strategies"][0]["calls"] + report["strategies"][1]["calls"] + report[
-        "strategies"
-    ][2]["calls"] == len(server.requests)
+def _strategies(workdir: Path, session: str, server: OpenAIServer, *more: str) -> dict[str, Any]:
+    report = _evaluated(workdir, session, server, "--strategies", *more)
+    assert sum(s["calls"] for s in report["strategies"]) == report["calls"]
+    assert report["calls"] == len(server.requests)
     return {s["strategy"]: s["total"][0] for s in report["strategies"]} | {
         "ranking": report["ranking"]
     }
@@ -188,9 +187,13 @@ def test_a_strategy_that_keeps_no_copy_ranks_last_on_the_demo(
     demo_workdir: Path, reader_server: OpenAIServer
 ) -> None:
     totals = _strategies(demo_workdir, DEMO_SESSION, reader_server)
-    assert totals["ranking"][-1] == "window"
-    assert totals["window"]["one_read"] < totals["clearing"]["one_read"]
-    assert totals["window"]["one_read"] < totals["summary"]["one_read"]
+    assert set(totals["ranking"]) == {"summary", "clearing", "window", "langchain"}
+    assert set(totals["ranking"][-2:]) == {"window", "langchain"}
+    for dropping in ("window", "langchain"):
+        assert totals[dropping]["one_read"] < totals["clearing"]["one_read"]
+        assert totals[dropping]["one_read"] < totals["summary"]["one_read"]
+    # LangChain's strategy pays for its summaries: one per compaction, in its tokens.
+    assert totals["langchain"]["tokens_summaries"] > 0 == totals["window"]["tokens_summaries"]
 
 
 def test_the_strategies_rank_as_the_files_do_on_a_corpus_transcript(
@@ -204,9 +207,10 @@ def test_the_strategies_rank_as_the_files_do_on_a_corpus_transcript(
         == 0
     )
     totals = _strategies(workdir, "t", reader_server)
-    assert totals["ranking"][-1] == "window"
+    assert set(totals["ranking"][-2:]) == {"window", "langchain"}
     for keeping in ("summary", "clearing"):
-        assert totals[keeping]["one_read"] > totals["window"]["one_read"]
+        for dropping in ("window", "langchain"):
+            assert totals[keeping]["one_read"] > totals[dropping]["one_read"]
         assert totals[keeping]["one_read"] >= totals[keeping]["no_tools"]
 
 
@@ -217,12 +221,6 @@ def test_a_model_url_naming_no_model_is_refused(demo_workdir: Path, model: str) 
     ran = run_cli("--workdir", str(demo_workdir), "eval", DEMO_SESSION, "--model", model)
     assert ran.code == 2
     assert "--model" in ran.err and "Traceback" not in ran.err
-
-
-def test_a_workspace_that_is_not_a_folder_is_refused() -> None:
-    ran = run_cli("--workdir", "sqlite:///agents.db", "eval", "s", "--probes")
-    assert ran.code == 2
-    assert "is not a folder" in ran.err
 
 
 def test_a_planted_link_is_never_read_through(demo_workdir: Path, tmp_path: Path) -> None:

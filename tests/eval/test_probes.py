@@ -7,7 +7,7 @@ from pathlib import Path
 
 from eval_session import DEMO_SESSION
 
-from ctxoffload.eval._probes import normalised, probes_of
+from ctxoffload.eval._probes import normalised, probes_of, state_at_the_cut
 from ctxoffload.eval._record import read_record
 from ctxoffload.text import message_text
 
@@ -28,6 +28,9 @@ def test_every_probe_names_the_line_that_holds_its_answer(demo_workdir: Path) ->
     session = demo_workdir / "sessions" / DEMO_SESSION
     for probe in probes:
         line = _line(session, probe.where)
+        if probe.category == "state":
+            assert probe.answer == state_at_the_cut(json.loads(line)), probe
+            continue
         if probe.where.startswith("context.jsonl:"):
             line = message_text(json.loads(line))
         assert normalised(probe.answer) in normalised(line), probe
@@ -70,3 +73,21 @@ def test_a_session_without_compaction_has_no_probe(tmp_path: Path) -> None:
     record = read_record(str(tmp_path), "quiet")
     assert record.compactions == []
     assert list(probes_of(record)) == []
+
+
+def test_the_state_is_the_agents_last_step_before_the_cut(demo_workdir: Path) -> None:
+    record = read_record(str(demo_workdir), DEMO_SESSION)
+    states = [p for p in probes_of(record) if p.category == "state"]
+    assert len(states) == len(record.compactions)
+    session = demo_workdir / "sessions" / DEMO_SESSION
+    for probe in states:
+        compaction = record.compactions[probe.compaction - 1]
+        line = int(probe.where.rsplit(":", 1)[1])
+        message = json.loads(_line(session, probe.where))
+        # The agent's own message, the last of its messages in the span that left...
+        assert message["role"] == "assistant"
+        assert not any(m.get("role") == "assistant" for n, m in compaction.left if n > line)
+        # ...worded as what it said, then the tool it called and with what.
+        (call,) = [b for b in message["content"] if b["type"] == "tool_call"]
+        assert probe.answer.endswith(f"Then called {call['name']} with {json.dumps(call['input'])}")
+    assert states[0].answer.startswith("Which orders failed? Then called query_api")

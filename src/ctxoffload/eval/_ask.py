@@ -5,7 +5,7 @@ the agent had and one round of calls, run for real against the workspace."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,14 +76,34 @@ def _count(response: ModelResponse) -> tuple[int, int]:
     return (usage.input_tokens, usage.output_tokens) if usage is not None else (0, 0)
 
 
+def _read_locally(value: Any, references: Mapping[str, str]) -> Any:
+    """`value` (a call's arguments) with every string that starts with a key of
+    `references` (a store's URL) starting with its value (the local copy's folder)."""
+    if isinstance(value, str):
+        for url, folder in references.items():
+            if value.startswith(url):
+                return folder + value[len(url) :]
+        return value
+    if isinstance(value, dict):
+        return {k: _read_locally(v, references) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_read_locally(v, references) for v in value]
+    return value
+
+
 async def ask(
-    model: ChatModel, context: list[Msg], probe: Probe, tools: Sequence[Tool] | None
+    model: ChatModel,
+    context: list[Msg],
+    probe: Probe,
+    tools: Sequence[Tool] | None,
+    references: Mapping[str, str] | None = None,
 ) -> Answer:
     """Ask `model` one probe after `context`.
 
     With `tools`, one round of tool calls is allowed: the calls of its first reply are run
     against the workspace, and its second reply is the answer (a second round of calls is
-    not run: the answer is that reply's text).
+    not run: the answer is that reply's text). With `references`, a store's URL in a call's
+    arguments is read as the folder of its local copy.
 
     Raises:
         ModelError: the model call failed (a timeout, an HTTP error, a reply not read).
@@ -108,6 +128,8 @@ async def ask(
                 ToolResultBlock(id=call.id, name=call.name, output=f"no tool {call.name!r}")
             )
         else:
+            if references:
+                call = call.model_copy(update={"input": _read_locally(call.input, references)})
             results.append(await tool.run(call))
     second = await model.generate(
         [*messages, first.message, Msg(role="tool", content=list(results))], tools=schemas

@@ -17,7 +17,7 @@ from typing import Any
 from ..text import message_text
 from ._record import Compaction, SessionRecord
 
-__all__ = ["ARTIFACTS", "CATEGORIES", "Probe", "normalised", "probes_of"]
+__all__ = ["ARTIFACTS", "CATEGORIES", "Probe", "normalised", "probes_of", "state_at_the_cut"]
 
 ARTIFACTS = ("path", "command", "exit_status", "error", "id", "number")
 """The categories graded by exact match."""
@@ -364,15 +364,41 @@ def _open_probes(candidates: _Candidates) -> None:
                 text[:_LONGEST_ANSWER],
                 f"context.jsonl:{line}",
             )
-    if spoken:
-        line, text = spoken[-1]
+    last = _last_step(left)
+    if last is not None:
+        line, step = last
         candidates.add(
             "state",
-            "What were you doing just before your earlier messages were moved out of your "
-            "context? Answer in one sentence.",
-            text[:_LONGEST_ANSWER],
+            "What was your last step just before your earlier messages were moved out of your "
+            "context: what did you say, and which tool did you call with what? Answer in one "
+            "sentence.",
+            step[:_LONGEST_ANSWER],
             f"context.jsonl:{line}",
         )
+
+
+def state_at_the_cut(message: dict[str, Any]) -> str:
+    """The state an agent's message leaves things in, as the `state` probe expects it: what
+    it said, then the last tool it called and with what (`Checked the quotas. Then called
+    query_api with {"endpoint": "/v1/quotas"}`); empty when it did neither."""
+    text = " ".join(_text_of(message).split())
+    calls = [b for b in _blocks(message) if b.get("type") == "tool_call"]
+    if not calls:
+        return text
+    call = calls[-1]
+    step = f"called {call.get('name')} with {_shown_arguments(_arguments(call))}"
+    return f"{text} Then {step}" if text else step[0].upper() + step[1:]
+
+
+def _last_step(left: list[tuple[int, dict[str, Any]]]) -> tuple[int, str] | None:
+    """The agent's last message before the cut that said something or called a tool, with
+    its line, as `state_at_the_cut` words it."""
+    for line, message in reversed(left):
+        if message.get("role") == "assistant":
+            step = state_at_the_cut(message)
+            if step:
+                return line, step
+    return None
 
 
 def _after_text(compaction: Compaction) -> str:
