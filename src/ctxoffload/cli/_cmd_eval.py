@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .._disk.wording import plural
 from ..exceptions import CliError
 from ._access import open_workspace, session_folder
 from ._arguments import Workdir, add_workdir
@@ -390,7 +391,8 @@ def _say_plan(args: argparse.Namespace, units: list[Unit], written: Any, shown_m
     stop = f"; stops before {args.max_calls} (--max-calls)" if most > args.max_calls else ""
     judge = f", the judge's included ({masked_url(args.judge)})" if args.judge else ""
     print(
-        f"ctxoffload eval: {probes} probes over {compactions} compactions{times}: at most "
+        f"ctxoffload eval: {plural(probes, 'probe')} over "
+        f"{plural(compactions, 'compaction')}{times}: at most "
         f"{most} model calls to {shown_model}{extra}{judge}, about {tokens:,} prompt "
         f"tokens{cost}{stop}",
         file=sys.stderr,

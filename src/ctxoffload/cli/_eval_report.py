@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._disk.wording import plural
 from ._arguments import EXIT_OK
 from ._output import json_text
 
@@ -56,7 +57,7 @@ def print_probes(units: list[Unit], *, as_json: bool) -> int:
         print(f"compaction {probe.compaction} · {probe.category} · {probe.where}")
         print(f"  Q: {probe.question}")
         print(f"  A: {probe.answer}")
-    print(f"{len(probes)} probes over {compactions} compactions")
+    print(f"{plural(len(probes), 'probe')} over {plural(compactions, 'compaction')}")
     return EXIT_OK
 
 
@@ -84,8 +85,9 @@ def _grading(report: Any) -> str:
 def _text(report: Any) -> str:
     plan = report.plan
     lines = [
-        f"session {plan.session}: {plan.compactions} compactions, {len(report.results)} "
-        f"probes asked, {report.calls} model calls; read-back tools: {', '.join(plan.tools)}",
+        f"session {plan.session}: {plural(plan.compactions, 'compaction')}, "
+        f"{plural(len(report.results), 'probe')} asked, {plural(report.calls, 'model call')}; "
+        f"read-back tools: {', '.join(plan.tools)}",
         _grading(report),
     ]
     if report.not_asked:
