@@ -1,18 +1,21 @@
 """What every door's summary adapter shares (`summary_replies`): the host's answer as the
-compressor reads it, the window a summary model is given, and a model name kept out of error
-messages where it holds a secret."""
+compressor reads it, the request as text turns, the window a summary model is given, and a
+model name kept out of error messages where it holds a secret."""
 
 from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import pytest
 
-from ctxoffload import ConfigError, Summary
+from ctxoffload import ConfigError, ModelResponse, Msg, Summary, ToolCallBlock
 from ctxoffload._doors.summary_replies import (
     SUMMARY_WINDOW,
+    HostSummaryModel,
     summary_reply,
+    summary_turns,
     summary_window,
     unresolved,
     usage_of,
@@ -34,6 +37,44 @@ def test_the_tokens_reported_come_back_and_none_reported_is_none() -> None:
     assert usage.cached_input_tokens == 12
     assert summary_reply("x", usage).usage == usage
     assert usage_of(None, None) is None
+
+
+def test_a_bool_is_no_count() -> None:
+    """Python takes True for 1: a host's flag where a count belongs is no count."""
+    assert usage_of(True, False) is None
+    usage = usage_of(True, 60, False)
+    assert usage is not None and (usage.input_tokens, usage.output_tokens) == (0, 60)
+    assert usage.cached_input_tokens is None
+
+
+def test_a_request_is_a_system_prompt_and_text_turns() -> None:
+    call = ToolCallBlock(id="c1", name="grep", input={"pattern": "x"})
+    system, turns = summary_turns(
+        [
+            Msg(role="system", content="Summarise."),
+            Msg(role="user", content="the transcript"),
+            Msg(role="assistant", content=""),
+            Msg(role="assistant", content=[call]),
+        ]
+    )
+    assert system == "Summarise."
+    assert turns[0] == ("user", "the transcript")  # as it is, no role tag
+    assert len(turns) == 2 and turns[1][0] == "assistant" and "grep" in turns[1][1]
+
+
+async def test_an_adapter_names_its_model_once_and_is_asked_in_turns() -> None:
+    class Host(HostSummaryModel):
+        door = "host"
+
+        async def _ask(
+            self, system: str, turns: list[tuple[str, str]], response_schema: dict[str, Any] | None
+        ) -> ModelResponse:
+            return summary_reply(f"{system}|{turns}")
+
+    host = Host("https://ana:sk-live-0123456789@llm.example.com/v1", None, 64_000)
+    assert "sk-live-0123456789" not in host.model_name and host.context_window == 64_000
+    reply = await host.generate([Msg(role="system", content="S"), Msg(role="user", content="U")])
+    assert reply.message.text == "S|[('user', 'U')]"
 
 
 def test_an_unknown_window_is_assumed_and_said(caplog: pytest.LogCaptureFixture) -> None:

@@ -7,6 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import httpx2
+import openai
 import pytest
 
 from ctxoffload import (
@@ -14,6 +16,7 @@ from ctxoffload import (
     ContextOverflowError,
     LocalWorkspace,
     ModelError,
+    ModelResponse,
     Msg,
     ScriptedModel,
     Summary,
@@ -201,6 +204,75 @@ async def test_a_context_overflow_makes_it_retry_with_smaller_chunks() -> None:
     succeeded = [s for s in sizes if s <= limit]
     assert len(succeeded) == outcome.chunks
     assert outcome.chunks > 1
+
+
+def openai_overflow(tokens: int, limit: int) -> Exception:
+    """The openai SDK's own error for a prompt over the window: a 400 whose body's code is
+    `context_length_exceeded`, as a host's model (LlamaIndex's, CrewAI's through LiteLLM)
+    lets it through its adapter."""
+    request = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    body = {
+        "message": f"This model's maximum context length is {limit} tokens. However, your "
+        f"messages resulted in {tokens} tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+    response = httpx2.Response(400, request=request)
+    return openai.BadRequestError("Error code: 400", response=response, body=body)
+
+
+class ContextWindowOverflowException(Exception):
+    """Named as Strands' overflow (`is_context_overflow` knows it by its name)."""
+
+
+class ProviderModel:
+    """A summary model whose provider refuses a request over `limit` tokens in its own
+    words, never as ctxoffload's `ContextOverflowError`."""
+
+    model_name = "provider-model"
+    context_window = 2000
+
+    def __init__(self, limit: int, refusal: Any) -> None:
+        self.limit, self.refusal = limit, refusal
+        self.sizes: list[int] = []
+        self.replies = chunk_summaries()
+
+    async def generate(
+        self,
+        messages: Sequence[Msg],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> ModelResponse:
+        size = COUNTER.count_messages(messages)
+        self.sizes.append(size)
+        if size > self.limit:
+            raise self.refusal(size, self.limit)
+        reply = json.dumps(self.replies(messages))
+        return ModelResponse(message=Msg(role="assistant", content=reply))
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        pytest.param(openai_overflow, id="openai-sdk-400"),
+        pytest.param(
+            lambda tokens, limit: ContextWindowOverflowException(f"{tokens} > {limit}"),
+            id="host-overflow-class",
+        ),
+    ],
+)
+async def test_a_providers_own_overflow_error_halves_the_request(refusal: Any) -> None:
+    model = ProviderModel(850, refusal)
+    outcome = await summarize(
+        plausible_session(120), model=model, config=ContextConfig(), counter=COUNTER
+    )
+
+    assert model.sizes[0] > model.limit  # the first request overflowed...
+    assert model.sizes[1] < model.sizes[0]  # ...and was halved, not asked again whole
+    assert outcome.source == "model"
+    assert outcome.chunks == len([size for size in model.sizes if size <= model.limit]) > 1
 
 
 async def test_a_model_that_always_overflows_gives_an_extractive_summary() -> None:

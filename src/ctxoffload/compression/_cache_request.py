@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import ContextOverflowError
+from .._overflow import is_context_overflow
 from ..messages import Msg
 from ..model import ChatModel
 from ..text import message_lines
@@ -138,11 +138,11 @@ async def summarize_from_cache(
             config.summary_timeout,
         )
         return None
-    except (ContextOverflowError, ValueError) as exc:
-        logger.warning("the cache-shaped summary request failed (%s); asking anew", exc)
-        return None
     except Exception as exc:
-        logger.warning("the cache-shaped summary request failed (%s); asking anew", exc)
+        # An overflow in any shape (`is_context_overflow`) is said as one: the usual request,
+        # asked anew, is sized to the model's window and halved while it overflows.
+        why = "is over the model's window" if is_context_overflow(exc) else f"failed ({exc})"
+        logger.warning("the cache-shaped summary request %s; asking anew", why)
         return None
     return SummaryOutcome(
         summary,

@@ -25,9 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from pydantic import ValidationError
 
+from .._overflow import is_context_overflow
 from ..exceptions import ContextOverflowError
 from ..messages import Msg
-from ..model import ChatModel
+from ..model import ChatModel, ModelResponse, model_label
 from ..text import defuse, transcript_entry
 from ..tokens import TokenCounter
 from ._config import CHARS_PER_TOKEN, ContextConfig
@@ -172,7 +173,7 @@ async def _ask(
     for _ in range(config.summary_max_retries + 1):
         attempts.calls += 1
         try:
-            reply = await model.generate(request, response_schema=config.summary_schema)
+            reply = await _generate(model, request, config)
             attempts.used(reply.usage)
             found = read_summary(reply.message.text)
             summary = found.summary(fill() if found.missing else None)
@@ -194,6 +195,31 @@ async def _ask(
             )
         return bound_summary(summary, max_chars)
     raise RuntimeError(f"no valid summary after {config.summary_max_retries + 1} attempts")
+
+
+async def _generate(model: ChatModel, request: list[Msg], config: ContextConfig) -> ModelResponse:
+    """The summary model's reply to `request`.
+
+    The one place a summary model's overflow is recognised, whatever adapter asked it: an
+    error `is_context_overflow` reads as one (a provider's 400 in its own words, a host's
+    own overflow class) is raised as `ContextOverflowError`, so the request is halved and
+    asked again rather than retried whole and then replaced by the extract.
+
+    Raises:
+        ContextOverflowError: the model said the request is over its window.
+        Exception: any other error of the model's, as it is.
+    """
+    try:
+        return await model.generate(request, response_schema=config.summary_schema)
+    except ContextOverflowError:
+        raise
+    except Exception as exc:
+        if not is_context_overflow(exc):
+            raise
+        raise ContextOverflowError(
+            f"summary model {model_label(model)} said the request is over its window "
+            f"({type(exc).__name__})"
+        ) from exc
 
 
 def extract(

@@ -17,20 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 from .._doors.doors import DOORS
-from .._doors.host_models import (
-    overflow_of,
-    replied,
-    schema_for_host,
-    summary_turns,
-    summary_window,
-)
+from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_reply, usage_of
+from .._overflow import is_context_overflow
 from ..compression import Summary
 from ..exceptions import ConfigError
-from ..messages import Msg
 from ..model import ChatModel, ModelResponse
 
 __all__ = ["TAKES", "CrewAISummaryModel", "crewai_summary_model"]
@@ -48,7 +42,7 @@ TAKES = "a CrewAI LLM (crewai.LLM(model=...), any BaseLLM) or a model string cre
 """What `summary_model=` of the hooks takes, as its refusal says it."""
 
 
-class CrewAISummaryModel:
+class CrewAISummaryModel(HostSummaryModel):
     """A CrewAI `BaseLLM` as a `ChatModel` that writes summaries.
 
     Args:
@@ -60,43 +54,27 @@ class CrewAISummaryModel:
 
     def __init__(self, llm: Any, window: int | None) -> None:
         self.llm = llm
-        self.model_name: str = str(getattr(llm, "model", "") or type(llm).__name__)
         try:
             reported = llm.get_context_window_size()
         except Exception:  # a user's LLM whose window lookup fails: the configured one
             reported = None
-        self.context_window = summary_window(reported, window)
+        super().__init__(str(getattr(llm, "model", "") or type(llm).__name__), reported, window)
 
-    async def generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        response_schema: dict[str, Any] | None = None,
+    async def _ask(
+        self, system: str, turns: list[tuple[str, str]], response_schema: dict[str, Any] | None
     ) -> ModelResponse:
-        """Ask the LLM once (on a worker thread), not streamed, for the summary of
-        `messages`, with `response_model=Summary` where the schema is ctxoffload's own.
-
-        Raises:
-            ContextOverflowError: the LLM said the request is over its window.
-        """
-        system, turns = summary_turns(messages)
+        """Ask the LLM once (on a worker thread), not streamed, with `response_model=Summary`
+        where the schema is ctxoffload's own; its tokens are what its usage grew by."""
         chat = [{"role": "system", "content": system}] if system else []
         chat += [{"role": role, "content": text} for role, text in turns]
         structured = response_schema is not None and schema_for_host(response_schema) is Summary
         before = _usage(self.llm)
-        try:
-            answer = await asyncio.to_thread(self._call, chat, structured)
-        except Exception as exc:
-            overflow = overflow_of(exc, self.model_name)
-            if overflow is not None:
-                raise overflow from exc
-            raise
+        answer = await asyncio.to_thread(self._call, chat, structured)
         after = _usage(self.llm)
         given = used = None
         if before is not None and after is not None:
             given, used = after[0] - before[0], after[1] - before[1]
-        return replied(_text(answer), input_tokens=given, output_tokens=used)
+        return summary_reply(_text(answer), usage_of(given, used))
 
     def _call(self, chat: list[dict[str, str]], structured: bool) -> Any:
         """CrewAI's `call`, its stream off; without `response_model` where the LLM refuses
@@ -106,8 +84,8 @@ class CrewAISummaryModel:
                 try:
                     return self.llm.call([dict(m) for m in chat], response_model=Summary)
                 except (TypeError, ValueError, NotImplementedError) as exc:
-                    if overflow_of(exc, self.model_name) is not None:
-                        raise
+                    if is_context_overflow(exc):
+                        raise  # the summariser halves the request: no second call of it
             return self.llm.call([dict(m) for m in chat])
 
 

@@ -11,19 +11,11 @@ event, so the summary is never streamed to the user nor written as a turn of the
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
 from typing import Any
 
 from .._doors.doors import DOORS
-from .._doors.host_models import (
-    overflow_of,
-    replied,
-    schema_for_host,
-    summary_turns,
-    summary_window,
-)
+from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_reply, usage_of
 from ..exceptions import ConfigError, ModelError
-from ..messages import Msg
 from ..model import ChatModel, ModelResponse
 from ._google_adk_messages import INSTALL_HINT
 
@@ -41,36 +33,28 @@ TAKES = "a Google ADK BaseLlm or a model string ADK's LLMRegistry resolves"
 """What `summary_model=` of the plugin takes, as its refusal says it."""
 
 
-class AdkSummaryModel:
+class AdkSummaryModel(HostSummaryModel):
     """An ADK `BaseLlm` as a `ChatModel` that writes summaries.
 
     Args:
         llm: the ADK model.
-        window: the door's configured window, for a model whose own ADK does not report.
+        window: the door's configured window (ADK reports none for a model).
     """
 
     door = DOORS["google-adk"].name  # the record says the summary came through it
 
     def __init__(self, llm: Any, window: int | None) -> None:
         self.llm = llm
-        self.model_name: str = llm.model
-        self.context_window = summary_window(None, window)
+        super().__init__(llm.model, window)
 
-    async def generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        response_schema: dict[str, Any] | None = None,
+    async def _ask(
+        self, system: str, turns: list[tuple[str, str]], response_schema: dict[str, Any] | None
     ) -> ModelResponse:
-        """Ask the model once, not streamed, for the summary of `messages` (no tool offered:
-        a summary calls none), with `response_schema` as ADK's structured output.
+        """Ask the model once, not streamed, with `response_schema` as ADK's structured output.
 
         Raises:
-            ContextOverflowError: the model said the request is over its window.
             ModelError: it answered with an error, or not at all.
         """
-        system, turns = summary_turns(messages)
         config = _types.GenerateContentConfig(system_instruction=system or None)
         if response_schema is not None:
             config.response_mime_type = "application/json"
@@ -83,15 +67,9 @@ class AdkSummaryModel:
         ]
         request = _LlmRequest(model=self.llm.model, contents=contents, config=config)
         final = None
-        try:
-            async for response in self.llm.generate_content_async(request, stream=False):
-                if not response.partial:
-                    final = response
-        except Exception as exc:
-            overflow = overflow_of(exc, self.model_name)
-            if overflow is not None:
-                raise overflow from exc
-            raise
+        async for response in self.llm.generate_content_async(request, stream=False):
+            if not response.partial:
+                final = response
         if final is None:
             raise ModelError(f"{self.model_name} gave no answer to the summary request")
         if final.error_code:
@@ -102,11 +80,13 @@ class AdkSummaryModel:
         parts = final.content.parts if final.content is not None else None
         text = "".join(part.text for part in parts or () if part.text and not part.thought)
         usage = final.usage_metadata
-        return replied(
+        return summary_reply(
             text,
-            input_tokens=getattr(usage, "prompt_token_count", None),
-            output_tokens=getattr(usage, "candidates_token_count", None),
-            cached_input_tokens=getattr(usage, "cached_content_token_count", None),
+            usage_of(
+                getattr(usage, "prompt_token_count", None),
+                getattr(usage, "candidates_token_count", None),
+                getattr(usage, "cached_content_token_count", None),
+            ),
         )
 
 

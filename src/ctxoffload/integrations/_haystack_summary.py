@@ -22,19 +22,11 @@ import asyncio
 import importlib
 import inspect
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
-from .._doors.summary_replies import (
-    masked_name,
-    name_refused,
-    summary_reply,
-    summary_window,
-    usage_of,
-)
-from ..messages import Msg
+from .._doors.summary_replies import HostSummaryModel, name_refused, summary_reply, usage_of
 from ..model import ModelResponse, Usage
 from ._model_name import model_name_of
 
@@ -82,7 +74,7 @@ def is_chat_generator(component: object) -> bool:
         return False
 
 
-class HaystackSummaryModel:
+class HaystackSummaryModel(HostSummaryModel):
     """A Haystack chat generator in ctxoffload's `ChatModel` protocol, for summaries only.
 
     Args:
@@ -94,8 +86,7 @@ class HaystackSummaryModel:
 
     def __init__(self, generator: Any, context_window: int | None = None) -> None:
         self.generator = generator
-        self.model_name = masked_name(model_name_of(generator) or type(generator).__name__)
-        self.context_window = summary_window(context_window, model_name=self.model_name)
+        super().__init__(model_name_of(generator) or type(generator).__name__, context_window)
         parameters = inspect.signature(generator.run).parameters
         self._takes_kwargs = "generation_kwargs" in parameters
         self._takes_callback = "streaming_callback" in parameters
@@ -103,25 +94,17 @@ class HaystackSummaryModel:
         self._warm = threading.Lock()
         self._warmed = False
 
-    async def generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        response_schema: dict[str, Any] | None = None,
+    async def _ask(
+        self, system: str, turns: list[tuple[str, str]], response_schema: dict[str, Any] | None
     ) -> ModelResponse:
-        """Ask the generator for the summary of `messages` (tools are never given to it).
-
-        Raises:
-            Exception: what the generator raised; the compressor retries, then extracts.
-        """
-        asked = [
-            _ChatMessage.from_system(m.text)
-            if m.role == "system"
-            else _ChatMessage.from_assistant(m.text)
-            if m.role == "assistant"
-            else _ChatMessage.from_user(m.text)
-            for m in messages
+        """Ask the generator (its `run`, on a worker thread), its stream into a callback of
+        ours, with the schema as `response_format` where it is OpenAI's."""
+        asked = [_ChatMessage.from_system(system)] if system else []
+        asked += [
+            _ChatMessage.from_assistant(text)
+            if role == "assistant"
+            else _ChatMessage.from_user(text)
+            for role, text in turns
         ]
         options: dict[str, Any] = {"messages": asked}
         if self._takes_callback and getattr(self.generator, "streaming_callback", None):

@@ -21,13 +21,7 @@ from typing import Any
 
 from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
-from .._doors.summary_replies import (
-    masked_name,
-    summary_reply,
-    summary_window,
-    unresolved,
-    usage_of,
-)
+from .._doors.summary_replies import HostSummaryModel, summary_reply, unresolved, usage_of
 from ..messages import Msg
 from ..model import ModelResponse, Usage
 from ._langchain_messages import to_langchain
@@ -76,7 +70,7 @@ def _resolved(name: str) -> Any:
         raise unresolved(name, "langchain's init_chat_model", TAKES, exc) from None
 
 
-class LangChainSummaryModel:
+class LangChainSummaryModel(HostSummaryModel):
     """A LangChain chat model in ctxoffload's `ChatModel` protocol, for summaries only.
 
     Args:
@@ -88,27 +82,18 @@ class LangChainSummaryModel:
 
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         self.model = model
-        self.model_name = masked_name(model_name_of(model) or type(model).__name__)
-        self.context_window = summary_window(
-            declared_window(model), context_window, model_name=self.model_name
-        )
+        name = model_name_of(model) or type(model).__name__
+        super().__init__(name, declared_window(model), context_window)
         self._guard = threading.Lock()
         # Per schema (as JSON): the model with LangChain's structured output, or None when
         # the model has none (its `bind_tools` is BaseChatModel's, which raises).
         self._structured: dict[str, Any] = {}
 
-    async def generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        response_schema: dict[str, Any] | None = None,
+    async def _ask_messages(
+        self, messages: Sequence[Msg], response_schema: dict[str, Any] | None
     ) -> ModelResponse:
-        """Ask the model for the summary of `messages` (tools are never given to it).
-
-        Raises:
-            Exception: what the model raised; the compressor retries, then extracts.
-        """
+        """Ask the model with the messages as LangChain's (`to_langchain`), marked as a call
+        internal to a middleware, through its structured output where it has one."""
         config = {
             "tags": [_TAG_NOSTREAM],
             "metadata": {"lc_source": "summarization", **_internal.internal_call_metadata()},

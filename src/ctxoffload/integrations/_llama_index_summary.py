@@ -12,21 +12,14 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from .._doors.doors import DOORS
-from .._doors.host_models import (
-    overflow_of,
-    replied,
-    schema_for_host,
-    summary_turns,
-    summary_window,
-)
+from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_reply, usage_of
 from ..compression import Summary
 from ..exceptions import ConfigError
-from ..messages import Msg
-from ..model import ChatModel, ModelResponse
+from ..model import ChatModel, ModelResponse, Usage
 from ._llama_index_messages import INSTALL_HINT
 
 __all__ = ["TAKES", "LlamaIndexSummaryModel", "llama_index_summary_model"]
@@ -45,7 +38,7 @@ _TOOL = "write_summary"
 """The name of the one tool a function-calling LLM is asked to call with the summary."""
 
 
-class LlamaIndexSummaryModel:
+class LlamaIndexSummaryModel(HostSummaryModel):
     """A LlamaIndex `LLM` as a `ChatModel` that writes summaries.
 
     Args:
@@ -58,25 +51,16 @@ class LlamaIndexSummaryModel:
     def __init__(self, llm: Any, window: int | None) -> None:
         self.llm = llm
         metadata = llm.metadata
-        self.model_name: str = str(getattr(metadata, "model_name", "") or type(llm).__name__)
-        self.context_window = summary_window(getattr(metadata, "context_window", None), window)
+        name = str(getattr(metadata, "model_name", "") or type(llm).__name__)
+        super().__init__(name, getattr(metadata, "context_window", None), window)
         self._calls_tools = bool(getattr(metadata, "is_function_calling_model", False))
 
-    async def generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        response_schema: dict[str, Any] | None = None,
+    async def _ask(
+        self, system: str, turns: list[tuple[str, str]], response_schema: dict[str, Any] | None
     ) -> ModelResponse:
-        """Ask the LLM once, not streamed, for the summary of `messages`: by a required call
-        of a tool shaped as the summary where the LLM calls tools and the schema is
-        ctxoffload's own, else as a chat whose reply is parsed.
-
-        Raises:
-            ContextOverflowError: the LLM said the request is over its window.
-        """
-        system, turns = summary_turns(messages)
+        """Ask the LLM once, not streamed: by a required call of a tool shaped as the summary
+        where the LLM calls tools and the schema is ctxoffload's own, else as a chat whose
+        reply is parsed."""
         chat = [_ChatMessage(role="system", content=system)] if system else []
         chat += [_ChatMessage(role=role, content=text) for role, text in turns]
         structured = (
@@ -84,22 +68,15 @@ class LlamaIndexSummaryModel:
             and schema_for_host(response_schema) is Summary
             and self._calls_tools
         )
-        try:
-            if structured:
-                response = await self.llm.achat_with_tools(
-                    [_summary_tool()], chat_history=chat, tool_required=True
-                )
-                text = _called_with(self.llm, response)
-            else:
-                response = await self.llm.achat(chat)
-                text = response.message.content or ""
-        except Exception as exc:
-            overflow = overflow_of(exc, self.model_name)
-            if overflow is not None:
-                raise overflow from exc
-            raise
-        given, used = _usage(response)
-        return replied(text, input_tokens=given, output_tokens=used)
+        if structured:
+            response = await self.llm.achat_with_tools(
+                [_summary_tool()], chat_history=chat, tool_required=True
+            )
+            text = _called_with(self.llm, response)
+        else:
+            response = await self.llm.achat(chat)
+            text = response.message.content or ""
+        return summary_reply(text, _usage(response))
 
 
 def _summary_tool() -> Any:
@@ -126,7 +103,7 @@ def _called_with(llm: Any, response: Any) -> str:
     return str(response.message.content or "")
 
 
-def _usage(response: Any) -> tuple[object, object]:
+def _usage(response: Any) -> Usage | None:
     """The input and output tokens a LlamaIndex answer reports: in its `additional_kwargs`
     (OpenAI's integration puts them there) or in the provider's `raw` answer's `usage`."""
     raw = response.raw
@@ -135,8 +112,8 @@ def _usage(response: Any) -> tuple[object, object]:
         given = _count(place, "prompt_tokens", "input_tokens")
         used = _count(place, "completion_tokens", "output_tokens")
         if given is not None or used is not None:
-            return given, used
-    return None, None
+            return usage_of(given, used)
+    return None
 
 
 def _count(place: Any, *names: str) -> int | None:

@@ -17,20 +17,12 @@ import functools
 import importlib
 import json
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
-from .._doors.summary_replies import (
-    masked_name,
-    summary_reply,
-    summary_window,
-    unresolved,
-    usage_of,
-)
+from .._doors.summary_replies import HostSummaryModel, summary_reply, unresolved, usage_of
 from ..exceptions import ConfigError
-from ..messages import Msg
 from ..model import ModelResponse, Usage
 from ._openai_agents_items import INSTALL_HINT
 
@@ -85,7 +77,7 @@ def _check_routable(name: str) -> None:
         raise unresolved(name, "the SDK's default provider", TAKES, exc) from None
 
 
-class AgentsSummaryModel:
+class AgentsSummaryModel(HostSummaryModel):
     """An SDK `Model` (or a model name, resolved at its first call) in ctxoffload's
     `ChatModel` protocol, for summaries only.
 
@@ -99,8 +91,7 @@ class AgentsSummaryModel:
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         self._model = model
         name = model if isinstance(model, str) else getattr(model, "model", None)
-        self.model_name = masked_name(name if isinstance(name, str) else type(model).__name__)
-        self.context_window = summary_window(context_window, model_name=self.model_name)
+        super().__init__(name if isinstance(name, str) else type(model).__name__, context_window)
 
     def _resolved(self) -> Any:
         if isinstance(self._model, str):
@@ -110,23 +101,14 @@ class AgentsSummaryModel:
             )
         return self._model
 
-    async def generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        response_schema: dict[str, Any] | None = None,
+    async def _ask(
+        self, system: str, turns: list[tuple[str, str]], response_schema: dict[str, Any] | None
     ) -> ModelResponse:
-        """Ask the model for the summary of `messages` (tools are never given to it).
-
-        Raises:
-            Exception: what the model raised; the compressor retries, then extracts.
-        """
-        system = "\n\n".join(m.text for m in messages if m.role == "system") or None
-        items = [{"role": m.role, "content": m.text} for m in messages if m.role != "system"]
+        """Ask the model with the SDK's output schema, its tracing disabled, outside any run."""
+        items = [{"role": role, "content": text} for role, text in turns]
         schema = _schema_class()(response_schema) if response_schema is not None else None
         reply = await self._resolved().get_response(
-            system,
+            system or None,
             items,
             _sdk("agents").ModelSettings(),
             [],

@@ -18,13 +18,7 @@ from typing import Any
 
 from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
-from .._doors.summary_replies import (
-    masked_name,
-    summary_reply,
-    summary_window,
-    unresolved,
-    usage_of,
-)
+from .._doors.summary_replies import HostSummaryModel, summary_reply, unresolved, usage_of
 from ..messages import Msg
 from ..model import ModelResponse, Usage
 from ._model_name import model_name_of
@@ -72,7 +66,7 @@ def summary_writer(given: object, context_window: int | None) -> SummaryWriter:
     return SummaryWriter(given, adapt=adapt, takes=TAKES)
 
 
-class PydanticAISummaryModel:
+class PydanticAISummaryModel(HostSummaryModel):
     """A pydantic-ai `Model` in ctxoffload's `ChatModel` protocol, for summaries only.
 
     Args:
@@ -86,23 +80,14 @@ class PydanticAISummaryModel:
         while isinstance(model, _instrumented.InstrumentedModel):
             model = model.wrapped  # its spans would show the summary as the agent's request
         self.model = model
-        self.model_name = masked_name(model_name_of(model) or type(model).__name__)
-        self.context_window = summary_window(
-            _declared_window(model), context_window, model_name=self.model_name
-        )
+        name = model_name_of(model) or type(model).__name__
+        super().__init__(name, _declared_window(model), context_window)
 
-    async def generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        response_schema: dict[str, Any] | None = None,
+    async def _ask_messages(
+        self, messages: Sequence[Msg], response_schema: dict[str, Any] | None
     ) -> ModelResponse:
-        """Ask the model for the summary of `messages` (tools are never given to it).
-
-        Raises:
-            Exception: what the model raised; the compressor retries, then extracts.
-        """
+        """Ask the model with the messages as pydantic-ai's (`to_pydantic_ai`), in one
+        uninstrumented request whose only tool is an output tool taking the five fields."""
         parameters = _models.ModelRequestParameters()
         if response_schema is not None:
             output = _ToolDefinition(

@@ -13,37 +13,22 @@ kept in the agent's memory; its `token_usage` is the answer's usage.
 from __future__ import annotations
 
 import asyncio
-import importlib
-from collections.abc import Sequence
 from typing import Any
 
 from .._doors.doors import DOORS
-from .._doors.host_models import (
-    overflow_of,
-    replied,
-    schema_for_host,
-    summary_turns,
-    summary_window,
-)
+from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_reply, usage_of
+from .._overflow import is_context_overflow
 from ..compression import Summary
-from ..exceptions import ConfigError
-from ..messages import Msg
 from ..model import ChatModel, ModelResponse
+from ._smolagents_steps import MODELS
 
 __all__ = ["TAKES", "SmolagentsSummaryModel", "smolagents_summary_model"]
-
-INSTALL_HINT = "smolagents is not installed: pip install 'ctxoffload[smolagents]'"
-
-try:
-    _models: Any = importlib.import_module("smolagents.models")
-except ImportError as exc:  # pragma: no cover - exercised where smolagents is absent
-    raise ConfigError(INSTALL_HINT) from exc
 
 TAKES = "a smolagents Model (InferenceClientModel(...), LiteLLMModel(...), the agent's model)"
 """What `summary_model=` of the callbacks takes, as its refusal says it."""
 
 
-class SmolagentsSummaryModel:
+class SmolagentsSummaryModel(HostSummaryModel):
     """A smolagents `Model` as a `ChatModel` that writes summaries.
 
     Args:
@@ -55,24 +40,14 @@ class SmolagentsSummaryModel:
 
     def __init__(self, model: Any, window: int | None) -> None:
         self.model = model
-        self.model_name: str = str(getattr(model, "model_id", None) or type(model).__name__)
-        self.context_window = summary_window(None, window)
+        super().__init__(str(getattr(model, "model_id", None) or type(model).__name__), window)
 
-    async def generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        response_schema: dict[str, Any] | None = None,
+    async def _ask(
+        self, system: str, turns: list[tuple[str, str]], response_schema: dict[str, Any] | None
     ) -> ModelResponse:
-        """Ask the model once (on a worker thread), not streamed, for the summary of
-        `messages`, with `response_schema` as smolagents' `response_format`.
-
-        Raises:
-            ContextOverflowError: the model said the request is over its window.
-        """
-        system, turns = summary_turns(messages)
-        role = _models.MessageRole
+        """Ask the model once (on a worker thread), not streamed, with `response_schema` as
+        smolagents' `response_format`."""
+        role = MODELS.MessageRole
         chat = [_message(role.SYSTEM, system)] if system else []
         chat += [
             _message(role.ASSISTANT if said == "assistant" else role.USER, text)
@@ -89,18 +64,11 @@ class SmolagentsSummaryModel:
                     "strict": schema_for_host(response_schema) is Summary,
                 },
             }
-        try:
-            answer = await asyncio.to_thread(self._generate, chat, response_format)
-        except Exception as exc:
-            overflow = overflow_of(exc, self.model_name)
-            if overflow is not None:
-                raise overflow from exc
-            raise
+        answer = await asyncio.to_thread(self._generate, chat, response_format)
         usage = answer.token_usage
-        return replied(
+        return summary_reply(
             _text(answer.content),
-            input_tokens=getattr(usage, "input_tokens", None),
-            output_tokens=getattr(usage, "output_tokens", None),
+            usage_of(getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None)),
         )
 
     def _generate(self, chat: list[Any], response_format: dict[str, Any] | None) -> Any:
@@ -109,13 +77,13 @@ class SmolagentsSummaryModel:
             try:
                 return self.model.generate(chat, response_format=response_format)
             except ValueError as exc:  # smolagents' "does not support structured outputs"
-                if overflow_of(exc, self.model_name) is not None:
-                    raise
+                if is_context_overflow(exc):
+                    raise  # the summariser halves the request: no second call of it
         return self.model.generate(chat)
 
 
 def _message(role: Any, text: str) -> Any:
-    return _models.ChatMessage(role=role, content=[{"type": "text", "text": text}])
+    return MODELS.ChatMessage(role=role, content=[{"type": "text", "text": text}])
 
 
 def _text(content: Any) -> str:
@@ -128,4 +96,4 @@ def _text(content: Any) -> str:
 def smolagents_summary_model(model: object, window: int | None) -> ChatModel | None:
     """`model` as the summary `ChatModel` (the callbacks' adapter, `SummaryWriter`): a
     smolagents `Model`; None for anything else."""
-    return SmolagentsSummaryModel(model, window) if isinstance(model, _models.Model) else None
+    return SmolagentsSummaryModel(model, window) if isinstance(model, MODELS.Model) else None

@@ -13,21 +13,13 @@ message of `agent.messages` holds it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
 from typing import Any
 
 from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
-from .._doors.summary_replies import (
-    masked_name,
-    name_refused,
-    summary_reply,
-    summary_window,
-    usage_of,
-)
+from .._doors.summary_replies import HostSummaryModel, name_refused, summary_reply, usage_of
 from ..compression import Summary
 from ..exceptions import ConfigError
-from ..messages import Msg
 from ..model import ModelResponse, Usage
 from ._model_name import model_name_of
 
@@ -65,7 +57,7 @@ def summary_writer(given: object, context_window: int | None) -> SummaryWriter:
     return SummaryWriter(given, adapt=adapt, takes=TAKES)
 
 
-class StrandsSummaryModel:
+class StrandsSummaryModel(HostSummaryModel):
     """A Strands `Model` in ctxoffload's `ChatModel` protocol, for summaries only.
 
     Args:
@@ -77,35 +69,22 @@ class StrandsSummaryModel:
 
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         self.model = model
-        self.model_name = masked_name(model_name_of(model) or type(model).__name__)
-        self.context_window = summary_window(context_window, model_name=self.model_name)
+        super().__init__(model_name_of(model) or type(model).__name__, context_window)
         # Whether the model has structured output; None until its first summary says.
         self._structured: bool | None = None
 
-    async def generate(
-        self,
-        messages: Sequence[Msg],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        response_schema: dict[str, Any] | None = None,
+    async def _ask(
+        self, system: str, turns: list[tuple[str, str]], response_schema: dict[str, Any] | None
     ) -> ModelResponse:
-        """Ask the model for the summary of `messages` (tools are never given to it).
-
-        Raises:
-            Exception: what the model raised; the compressor retries, then extracts.
-        """
-        system = "\n\n".join(m.text for m in messages if m.role == "system") or None
-        asked = [
-            {"role": m.role, "content": [{"text": m.text}]}
-            for m in messages
-            if m.role in ("user", "assistant")
-        ]
+        """Ask through Strands' structured output where the model has it and the schema is
+        `Summary`'s, else stream the reply and hand its text to the parser."""
+        asked = [{"role": role, "content": [{"text": text}]} for role, text in turns]
         if self._structured is not False and _is_summary_schema(response_schema):
             try:
-                return await self._structured_output(asked, system)
+                return await self._structured_output(asked, system or None)
             except NotImplementedError:
                 self._structured = False  # no structured output: stream it, parse the text
-        return await self._streamed(asked, system)
+        return await self._streamed(asked, system or None)
 
     async def _structured_output(self, asked: list[Any], system: str | None) -> ModelResponse:
         answer: object = None
