@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from ctxoffload import (
 )
 from ctxoffload._disk.read import rebuild_step
 from ctxoffload.compression import Compressor
-from ctxoffload.messages import ToolResultBlock
+from ctxoffload.messages import ToolCallBlock, ToolResultBlock
 from helpers import SUMMARY, OffloaderOnly, call, explode, fetch_log
 
 
@@ -450,3 +451,78 @@ async def test_each_model_call_says_what_its_tokens_were_spent_on(
     assert calls[2]["window"]["images"] > 0  # the screenshot
     assert calls[2]["window"]["pinned"] == 0
     assert calls[3]["window"]["pinned"] > 0  # the first request, pinned
+
+
+class CountingWorkspace(LocalWorkspace):
+    """A workspace on disk that notes the kinds of each append to events.jsonl."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.appends: list[list[str]] = []
+
+    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
+        self.appends.append([kind])
+        await super().record_event(session_id, kind, **fields)
+
+    async def record_events(
+        self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> None:
+        self.appends.append([kind for kind, _ in events])
+        await super().record_events(session_id, events)
+
+
+def many_calls(count: int, *extra: ToolCallBlock) -> Msg:
+    calls = [
+        ToolCallBlock(id=f"c{i}", name="fetch_log", input={"log": str(i)}) for i in range(count)
+    ]
+    return Msg(role="assistant", content=[*calls, *extra])
+
+
+async def test_a_steps_tool_calls_are_recorded_in_one_append(tmp_path: Path) -> None:
+    workspace = CountingWorkspace(tmp_path / "ws")
+    model = ScriptedModel([many_calls(30), "done"])
+    agent = make_agent(model, workspace, context_config=ContextConfig(context_window=200_000))
+    await agent.reply("go")
+    with_calls = [kinds for kinds in workspace.appends if "tool_call" in kinds]
+    assert with_calls == [["tool_call"] * 30]
+
+
+async def test_a_steps_tool_calls_come_before_its_results_and_their_truncations(
+    workspace: LocalWorkspace,
+) -> None:
+    boom = ToolCallBlock(id="x1", name="explode", input={"reason": "on purpose"})
+    model = ScriptedModel([many_calls(3, boom), "done"])
+    agent = make_agent(model, workspace)
+    await agent.reply("go")
+    events = await workspace.read_events(agent.session_id)
+    kinds = [e["kind"] for e in events]
+    calls = [i for i, kind in enumerate(kinds) if kind == "tool_call"]
+    assert sorted(events[i]["tool_id"] for i in calls) == ["c0", "c1", "c2", "x1"]
+    assert calls == list(range(calls[0], calls[0] + 4))  # one run, in the order they ended
+    assert kinds.index("truncation") > calls[-1]
+    results = next(
+        i for i, e in enumerate(events) if e["kind"] == "message" and e["message"]["role"] == "tool"
+    )
+    assert results > calls[-1]
+    (failed,) = [events[i] for i in calls if events[i]["outcome"] == "error"]
+    assert failed["error"]["type"] == "RuntimeError"
+    # Each keeps the time its call ended at, not the time of the write.
+    times = [events[i]["time"] for i in calls]
+    assert times == sorted(times) and times[-1] <= events[results]["time"]
+
+
+async def test_a_tool_given_another_function_checks_the_new_ones_arguments(
+    workspace: LocalWorkspace,
+) -> None:
+    def word(log: int) -> str:
+        """Say a number."""
+        return f"number {log}"
+
+    model = ScriptedModel([call("c1", "fetch_log", log="a"), "done"])
+    agent = make_agent(model, workspace)
+    await agent.reply("first")
+    agent.tools["fetch_log"].func = word  # (its arguments now checked as an int)
+    model.add(call("c2", "fetch_log", log="a"), call("c3", "fetch_log", log=7), "done")
+    await agent.reply("second")
+    events = of_kind(await workspace.read_events(agent.session_id), "tool_call")
+    assert {e["tool_id"]: e["outcome"] for e in events} == {"c1": "ok", "c2": "error", "c3": "ok"}

@@ -31,8 +31,10 @@ from typing import Any
 
 from .._disk import events
 from .._disk.events import EventKind
+from .._disk.layout import now_iso
 from .._disk.records import Event
-from .._emit import emit_event
+from .._disk.writer import WRITER_FIELD, current_writer
+from .._emit import emit_event, emit_events
 from .._message_log import MessageLog
 from ..compression import EventCallback, is_pinned, is_summary_message
 from ..exceptions import ContextOverflowError
@@ -183,16 +185,36 @@ class SessionRecorder:
         # Steps are numbered over the whole session: an agent that resumes a session goes on
         # from the last step recorded, so that `--step N` names one step.
         self._step_offset = 0
+        # The step's `tool_call` events not yet written (`tool_call`, `flush`), each with the
+        # time and the writer it had when its call ended.
+        self._pending: list[tuple[str, dict[str, Any]]] = []
 
     def step_of(self, step: int) -> int:
         """The session's number of this agent's `step` (an agent resumed goes on counting)."""
         return step + self._step_offset
 
     async def emit(self, record: Event) -> None:
-        """Write one event and tell `on_event`."""
+        """Write one event and tell `on_event`, after the `tool_call` events still held
+        (`flush`), so that the record keeps the order in which things happened."""
+        if self._pending:
+            await self.flush()
         await emit_event(
             self.offloader, self.session_id, self.on_event, record.kind, record.fields()
         )
+
+    async def flush(self) -> None:
+        """Write the `tool_call` events held since the last write, in one append.
+
+        A step's calls are recorded once for the step, not once each: a step of 100,000
+        calls paid an append and an fsync for each (about 1 ms a call). Each event keeps the
+        time and the writer of its call's end. They are written before anything else the
+        recorder writes (the step's tool message among them), and before a context tool
+        runs (`Agent._run_tool`), so events.jsonl holds the lines it held when each was
+        written at once, in the same order.
+        """
+        held, self._pending = self._pending, []
+        if held:
+            await emit_events(self.offloader, self.session_id, self.on_event, held)
 
     async def start(self, agent: Any) -> None:
         """Write `session_start` once per agent object."""
@@ -240,6 +262,11 @@ class SessionRecorder:
             is_context: `msgs` is the whole context, so messages outside it are forgotten.
         """
         await self._log.write(msgs, is_context=is_context)
+
+    def forget_held(self) -> None:
+        """Drop the `tool_call` events not yet written: the session's lease was lost, and
+        they are not to be written into a session another writer holds (or a fork)."""
+        self._pending.clear()
 
     async def model_call(
         self,
@@ -302,7 +329,8 @@ class SessionRecorder:
         started: float,
         exception: BaseException | None = None,
     ) -> None:
-        """Write a `tool_call` event; log a tool's exception with its traceback."""
+        """Keep a `tool_call` event for the step's one write (`flush`); log a tool's exception
+        with its traceback."""
         fields: dict[str, Any] = {
             "step": step + self._step_offset,
             "tool_id": call.id,
@@ -334,7 +362,10 @@ class SessionRecorder:
         elif result.is_error:
             text = output if isinstance(output, str) else ""
             fields["error"] = {"type": None, "message": text[:1000]}
-        await self.emit(events.ToolCall(**fields))
+        stamped = events.ToolCall(**fields).fields()
+        stamped["time"] = now_iso()
+        stamped[WRITER_FIELD] = current_writer(self.session_id)
+        self._pending.append((EventKind.TOOL_CALL, stamped))
 
 
 def _elapsed_ms(started: float) -> float:
