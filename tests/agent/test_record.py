@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload._disk.read import rebuild_step
+from ctxoffload.agent import SessionRecorder
 from ctxoffload.compression import Compressor
 from ctxoffload.messages import ToolCallBlock, ToolResultBlock
 from helpers import SUMMARY, OffloaderOnly, call, explode, fetch_log
@@ -526,3 +528,15 @@ async def test_a_tool_given_another_function_checks_the_new_ones_arguments(
     await agent.reply("second")
     events = of_kind(await workspace.read_events(agent.session_id), "tool_call")
     assert {e["tool_id"]: e["outcome"] for e in events} == {"c1": "ok", "c2": "error", "c3": "ok"}
+
+
+async def test_a_tool_call_recorded_on_its_own_is_written_at_once(
+    workspace: LocalWorkspace,
+) -> None:
+    # What the MCP proxy records for each call: nothing holds it for a step's one write.
+    recorder = SessionRecorder(workspace, "proxied")
+    call_block = ToolCallBlock(id="c1", name="search", input={"q": "x"})
+    result = ToolResultBlock(id="c1", name="search", output="found")
+    await recorder.tool_call(1, call_block, result, time.monotonic())
+    (event,) = of_kind(await workspace.read_events("proxied"), "tool_call")
+    assert (event["tool_id"], event["outcome"]) == ("c1", "ok")

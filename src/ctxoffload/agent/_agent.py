@@ -463,7 +463,7 @@ class Agent:
         # without naming the call).
         await self._still_holding(f"the result of its tool call {call.name} ({call.id})")
         await self._record.tool_call(
-            len(self.steps), call, result, started, raised[0] if raised else None
+            len(self.steps), call, result, started, raised[0] if raised else None, held=True
         )
         return result
 

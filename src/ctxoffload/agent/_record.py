@@ -328,9 +328,12 @@ class SessionRecorder:
         result: ToolResultBlock,
         started: float,
         exception: BaseException | None = None,
+        *,
+        held: bool = False,
     ) -> None:
-        """Keep a `tool_call` event for the step's one write (`flush`); log a tool's exception
-        with its traceback."""
+        """Write a `tool_call` event, or with `held` keep it for the step's one write
+        (`flush`: what an `Agent` does for the calls of a step); log a tool's exception with
+        its traceback."""
         fields: dict[str, Any] = {
             "step": step + self._step_offset,
             "tool_id": call.id,
@@ -362,6 +365,9 @@ class SessionRecorder:
         elif result.is_error:
             text = output if isinstance(output, str) else ""
             fields["error"] = {"type": None, "message": text[:1000]}
+        if not held:
+            await self.emit(events.ToolCall(**fields))
+            return
         stamped = events.ToolCall(**fields).fields()
         stamped["time"] = now_iso()
         stamped[WRITER_FIELD] = current_writer(self.session_id)
