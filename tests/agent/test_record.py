@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -20,7 +22,7 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload._disk.read import rebuild_step
-from ctxoffload.agent import SessionRecorder
+from ctxoffload.agent import SessionRecorder, _record
 from ctxoffload.compression import Compressor
 from ctxoffload.messages import ToolCallBlock, ToolResultBlock
 from helpers import SUMMARY, OffloaderOnly, call, explode, fetch_log
@@ -480,13 +482,49 @@ def many_calls(count: int, *extra: ToolCallBlock) -> Msg:
     return Msg(role="assistant", content=[*calls, *extra])
 
 
-async def test_a_steps_tool_calls_are_recorded_in_one_append(tmp_path: Path) -> None:
+async def test_a_steps_tool_calls_are_recorded_in_one_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Held longer than the step takes on any machine: the step's end writes them, together.
+    monkeypatch.setattr(_record, "HELD_FOR", 3600.0)
     workspace = CountingWorkspace(tmp_path / "ws")
     model = ScriptedModel([many_calls(30), "done"])
     agent = make_agent(model, workspace, context_config=ContextConfig(context_window=200_000))
     await agent.reply("go")
     with_calls = [kinds for kinds in workspace.appends if "tool_call" in kinds]
     assert with_calls == [["tool_call"] * 30]
+
+
+async def test_a_calls_event_is_on_disk_while_the_steps_next_call_runs(
+    workspace: LocalWorkspace,
+) -> None:
+    """A step of slow tools shows each call as it ends (`ctxoffload watch`, a process killed
+    in the step's next call): held calls wait `HELD_FOR`, not the step's end."""
+    seen: list[str] = []
+
+    async def slow(n: int) -> str:
+        """Wait, in the second call, until the first call's event is on disk."""
+        if n == 2:
+            for _ in range(6000):  # (a stuck test ends, failing, after about a minute)
+                path = workspace.workdir / "sessions" / "slow-tools" / "events.jsonl"
+                lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+                if any(json.loads(line).get("tool_id") == "s1" for line in lines):
+                    seen.append("s1 on disk")
+                    break
+                await asyncio.sleep(0.01)
+        return f"call {n} done"
+
+    reply = Msg(
+        role="assistant",
+        content=[ToolCallBlock(id=f"s{n}", name="slow", input={"n": n}) for n in (1, 2)],
+    )
+    agent = make_agent(
+        ScriptedModel([reply, "done"]), workspace, tools=[slow], session_id="slow-tools"
+    )
+    await agent.reply("go")
+    assert seen == ["s1 on disk"]
+    events = of_kind(await workspace.read_events("slow-tools"), "tool_call")
+    assert [e["tool_id"] for e in events] == ["s1", "s2"]
 
 
 async def test_a_steps_tool_calls_come_before_its_results_and_their_truncations(
