@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +22,9 @@ from ctxoffload import (
     get_token_counter,
 )
 from ctxoffload._disk.read import rebuild_step
+from ctxoffload.agent import SessionRecorder, _record
 from ctxoffload.compression import Compressor
-from ctxoffload.messages import ToolResultBlock
+from ctxoffload.messages import ToolCallBlock, ToolResultBlock
 from helpers import SUMMARY, OffloaderOnly, call, explode, fetch_log
 
 
@@ -450,3 +455,126 @@ async def test_each_model_call_says_what_its_tokens_were_spent_on(
     assert calls[2]["window"]["images"] > 0  # the screenshot
     assert calls[2]["window"]["pinned"] == 0
     assert calls[3]["window"]["pinned"] > 0  # the first request, pinned
+
+
+class CountingWorkspace(LocalWorkspace):
+    """A workspace on disk that notes the kinds of each append to events.jsonl."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.appends: list[list[str]] = []
+
+    async def record_event(self, session_id: str, kind: str, **fields: Any) -> None:
+        self.appends.append([kind])
+        await super().record_event(session_id, kind, **fields)
+
+    async def record_events(
+        self, session_id: str, events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> None:
+        self.appends.append([kind for kind, _ in events])
+        await super().record_events(session_id, events)
+
+
+def many_calls(count: int, *extra: ToolCallBlock) -> Msg:
+    calls = [
+        ToolCallBlock(id=f"c{i}", name="fetch_log", input={"log": str(i)}) for i in range(count)
+    ]
+    return Msg(role="assistant", content=[*calls, *extra])
+
+
+async def test_a_steps_tool_calls_are_recorded_in_one_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Held longer than the step takes on any machine: the step's end writes them, together.
+    monkeypatch.setattr(_record, "HELD_FOR", 3600.0)
+    workspace = CountingWorkspace(tmp_path / "ws")
+    model = ScriptedModel([many_calls(30), "done"])
+    agent = make_agent(model, workspace, context_config=ContextConfig(context_window=200_000))
+    await agent.reply("go")
+    with_calls = [kinds for kinds in workspace.appends if "tool_call" in kinds]
+    assert with_calls == [["tool_call"] * 30]
+
+
+async def test_a_calls_event_is_on_disk_while_the_steps_next_call_runs(
+    workspace: LocalWorkspace,
+) -> None:
+    """A step of slow tools shows each call as it ends (`ctxoffload watch`, a process killed
+    in the step's next call): held calls wait `HELD_FOR`, not the step's end."""
+    seen: list[str] = []
+
+    async def slow(n: int) -> str:
+        """Wait, in the second call, until the first call's event is on disk."""
+        if n == 2:
+            for _ in range(6000):  # (a stuck test ends, failing, after about a minute)
+                path = workspace.workdir / "sessions" / "slow-tools" / "events.jsonl"
+                lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+                if any(json.loads(line).get("tool_id") == "s1" for line in lines):
+                    seen.append("s1 on disk")
+                    break
+                await asyncio.sleep(0.01)
+        return f"call {n} done"
+
+    reply = Msg(
+        role="assistant",
+        content=[ToolCallBlock(id=f"s{n}", name="slow", input={"n": n}) for n in (1, 2)],
+    )
+    agent = make_agent(
+        ScriptedModel([reply, "done"]), workspace, tools=[slow], session_id="slow-tools"
+    )
+    await agent.reply("go")
+    assert seen == ["s1 on disk"]
+    events = of_kind(await workspace.read_events("slow-tools"), "tool_call")
+    assert [e["tool_id"] for e in events] == ["s1", "s2"]
+
+
+async def test_a_steps_tool_calls_come_before_its_results_and_their_truncations(
+    workspace: LocalWorkspace,
+) -> None:
+    boom = ToolCallBlock(id="x1", name="explode", input={"reason": "on purpose"})
+    model = ScriptedModel([many_calls(3, boom), "done"])
+    agent = make_agent(model, workspace)
+    await agent.reply("go")
+    events = await workspace.read_events(agent.session_id)
+    kinds = [e["kind"] for e in events]
+    calls = [i for i, kind in enumerate(kinds) if kind == "tool_call"]
+    assert sorted(events[i]["tool_id"] for i in calls) == ["c0", "c1", "c2", "x1"]
+    assert calls == list(range(calls[0], calls[0] + 4))  # one run, in the order they ended
+    assert kinds.index("truncation") > calls[-1]
+    results = next(
+        i for i, e in enumerate(events) if e["kind"] == "message" and e["message"]["role"] == "tool"
+    )
+    assert results > calls[-1]
+    (failed,) = [events[i] for i in calls if events[i]["outcome"] == "error"]
+    assert failed["error"]["type"] == "RuntimeError"
+    # Each keeps the time its call ended at, not the time of the write.
+    times = [events[i]["time"] for i in calls]
+    assert times == sorted(times) and times[-1] <= events[results]["time"]
+
+
+async def test_a_tool_given_another_function_checks_the_new_ones_arguments(
+    workspace: LocalWorkspace,
+) -> None:
+    def word(log: int) -> str:
+        """Say a number."""
+        return f"number {log}"
+
+    model = ScriptedModel([call("c1", "fetch_log", log="a"), "done"])
+    agent = make_agent(model, workspace)
+    await agent.reply("first")
+    agent.tools["fetch_log"].func = word  # (its arguments now checked as an int)
+    model.add(call("c2", "fetch_log", log="a"), call("c3", "fetch_log", log=7), "done")
+    await agent.reply("second")
+    events = of_kind(await workspace.read_events(agent.session_id), "tool_call")
+    assert {e["tool_id"]: e["outcome"] for e in events} == {"c1": "ok", "c2": "error", "c3": "ok"}
+
+
+async def test_a_tool_call_recorded_on_its_own_is_written_at_once(
+    workspace: LocalWorkspace,
+) -> None:
+    # What the MCP proxy records for each call: nothing holds it for a step's one write.
+    recorder = SessionRecorder(workspace, "proxied")
+    call_block = ToolCallBlock(id="c1", name="search", input={"q": "x"})
+    result = ToolResultBlock(id="c1", name="search", output="found")
+    await recorder.tool_call(1, call_block, result, time.monotonic())
+    (event,) = of_kind(await workspace.read_events("proxied"), "tool_call")
+    assert (event["tool_id"], event["outcome"]) == ("c1", "ok")

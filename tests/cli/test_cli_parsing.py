@@ -6,14 +6,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_workspace import FAILING_LINE
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxoffload.cli import COMMANDS
+from ctxoffload.cli._parser import wrapped
 
 Result = Any
 FOUND = f"sessions/run-1/tool_result-call_1.txt:{FAILING_LINE}:"
@@ -226,3 +230,27 @@ def test_the_top_level_workdir_help_tells_the_exceptions(cli: Callable[..., Resu
     text = " ".join(cli("--help").out.split())
     workdir = text[text.index("--workdir DIR") : text.index("Exit status")]
     assert "demo" in workdir and "bucket" in workdir
+
+
+def test_the_whole_help_loads_no_module_it_can_do_without() -> None:
+    # `--help` is held to 1.5x `import argparse` (bench/bench_import.py): textwrap,
+    # contextlib and collections.abc cost 2-5 ms each, a tenth of that margin or more.
+    code = (
+        "import sys; from ctxoffload.cli import main; main(['--help']); "
+        "print(sorted(m for m in ('textwrap', 'contextlib', 'collections.abc') "
+        "if m in sys.modules), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "usage: ctxoffload" in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    words=st.lists(st.text(alphabet="ab-c", min_size=1, max_size=15), max_size=12),
+    width=st.integers(min_value=1, max_value=20),
+)
+def test_help_is_wrapped_as_textwrap_wraps_it(words: list[str], width: int) -> None:
+    text = " ".join(words)
+    expected = textwrap.wrap(text, width, break_on_hyphens=False)
+    assert wrapped(text, width) == expected

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -28,7 +29,13 @@ from hypothesis import strategies as st
 
 from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload.cli import main
-from ctxoffload.cli._grep_ripgrep import RG_READ, ripgrep_can, ripgrep_path, ripgrep_pattern
+from ctxoffload.cli._grep_ripgrep import (
+    RG_FROM_BYTES,
+    RG_READ,
+    ripgrep_can,
+    ripgrep_path,
+    ripgrep_pattern,
+)
 from helpers import examples
 from helpers import on_a_terminal as run_on_a_terminal
 
@@ -549,3 +556,33 @@ def test_ripgrep_finds_what_re2_finds_in_a_file_that_is_not_utf8(
     rg = ripgrep_path()
     assert rg is not None
     assert grep(workdir, ["--", pattern], rg) == grep(workdir, ["--", pattern], "python")
+
+
+def test_ripgrep_is_started_only_for_a_file_worth_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """By default a file under `RG_FROM_BYTES` is searched in this process: starting
+    ripgrep for each of 10,000 small sessions cost more than all their searches."""
+    from ctxoffload.cli import _grep_ripgrep, main
+
+    workdir = tmp_path / "ws"
+    ws = LocalWorkspace(workdir)
+    small = "ERROR small\n"
+    big = "ERROR big\n" + ("x" * 79 + "\n") * (RG_FROM_BYTES // 80 + 1)
+    for session, output in (("small", small), ("big", big)):
+        block = ToolResultBlock(id="call_1", name="logs", output=output)
+        asyncio.run(ws.offload_tool_result(session, block))
+    started: list[list[str]] = []
+    real_start = _grep_ripgrep._Process.start
+
+    def start(command: list[str], stdin: int) -> Any:
+        started.append(command)
+        return real_start(command, stdin)
+
+    monkeypatch.setattr(_grep_ripgrep._Process, "start", staticmethod(start))
+    monkeypatch.delenv("CTXOFFLOAD_GREP", raising=False)
+    assert main(["--workdir", str(workdir), "grep", "ERROR"]) == 0
+    out = capsys.readouterr().out
+    assert "big/tool_result-call_1.txt:1:ERROR big" in out
+    assert "small/tool_result-call_1.txt:1:ERROR small" in out
+    assert len(started) == 1

@@ -55,7 +55,7 @@ from ._context_tools import (
 from ._record import SessionRecorder, StepRecord, window_parts
 from ._state import SavedState
 from ._subagent import CALLER, MAX_SUBAGENT_DEPTH, Caller, subagent_tool
-from ._tool_calls import bounded, run_in_order, unfinished_results
+from ._tool_calls import bounded, run_in_order, unchanged, unfinished_results
 from ._tools import Tool
 
 __all__ = ["Agent"]
@@ -301,9 +301,10 @@ class Agent:
         calls = reply.tool_calls
         try:
             results = await run_in_order(calls, self._run_tool)
+            await self._record.flush()  # (their tool_call events: before what post_tool writes)
             processed = await asyncio.gather(
                 *(
-                    _unchanged(r)
+                    unchanged(r)
                     if self._keeps_whole(r.name)
                     else self._pipeline.post_tool(
                         r, messages=self.messages, tools=self.tool_schemas
@@ -462,7 +463,7 @@ class Agent:
         # without naming the call).
         await self._still_holding(f"the result of its tool call {call.name} ({call.id})")
         await self._record.tool_call(
-            len(self.steps), call, result, started, raised[0] if raised else None
+            len(self.steps), call, result, started, raised[0] if raised else None, held=True
         )
         return result
 
@@ -508,6 +509,7 @@ class Agent:
         if lease is None or await lease.still_held():
             return
         self._lease = None
+        self._record.forget_held()  # (the calls' events: the session is another writer's)
         raise lost_lease(self.session_id, writing)
 
     async def _hold_session(self) -> None:
@@ -794,7 +796,3 @@ class Agent:
         if isinstance(self.offloader, EventLog):
             record = await self.offloader.read_events(self.session_id)
             self.compressor.resume(e for e in record if events.is_event(e))
-
-
-async def _unchanged(result: ToolResultBlock) -> ToolResultBlock:
-    return result

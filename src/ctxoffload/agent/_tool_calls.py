@@ -10,7 +10,7 @@ from .._depth import MAX_DEPTH, RAW_ARGUMENTS, text_form, too_deep
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ._context_tools import CONTEXT_TOOL_NAMES, PIN_TOOL_NAME
 
-__all__ = ["bounded", "run_in_order", "unfinished_results"]
+__all__ = ["bounded", "run_in_order", "unchanged", "unfinished_results"]
 
 
 async def run_in_order(
@@ -43,6 +43,11 @@ async def run_in_order(
     others = (run_one(i) for i in range(len(calls)) if i not in context_calls)
     await asyncio.gather(edit_context(), *others)
     return [r for r in results if r is not None]
+
+
+async def unchanged(result: ToolResultBlock) -> ToolResultBlock:
+    """`result` as it is: what a result that stays whole goes through instead of post_tool."""
+    return result
 
 
 def unfinished_results(calls: list[ToolCallBlock], stopped: BaseException, name: str) -> Msg:

@@ -69,6 +69,8 @@ class WorkspaceSearch:
         self.printer = printer
         self.skip = skip
         self.fast = ripgrep_for(query, matcher, printer)
+        # Resolved once for the whole search, not again for each folder entered.
+        self.root = os.path.realpath(workdir)
 
     def session(self, session: str) -> None:
         """Search what one session's agent stored, then its context.jsonl (and events.jsonl
@@ -78,7 +80,9 @@ class WorkspaceSearch:
         where = child_path(child_path(self.workdir, SESSIONS_DIR), session)
         with contextlib.ExitStack() as stack:
             try:
-                folder = stack.enter_context(Folder(self.workdir, SESSIONS_DIR, session))
+                folder = stack.enter_context(
+                    Folder(self.workdir, SESSIONS_DIR, session, root=self.root)
+                )
                 names = [
                     name
                     for name in folder.names()
@@ -131,7 +135,7 @@ class WorkspaceSearch:
                 )
                 return
             try:
-                with Folder(self.workdir, MEMORIES_DIR, *parts) as folder:
+                with Folder(self.workdir, MEMORIES_DIR, *parts, root=self.root) as folder:
                     names = folder.names()
                     folders = set(folder.folders())
             except OSError as exc:  # none kept yet, a link, a folder that cannot be listed
@@ -151,7 +155,9 @@ class WorkspaceSearch:
                         break  # its files first; this folder's are taken up after
                     if folder is None:
                         try:
-                            folder = scope.enter_context(Folder(self.workdir, MEMORIES_DIR, *parts))
+                            folder = scope.enter_context(
+                                Folder(self.workdir, MEMORIES_DIR, *parts, root=self.root)
+                            )
                         except OSError as exc:  # removed or replaced since it was listed
                             self._refused(exc, where)
                             break
@@ -199,7 +205,7 @@ class WorkspaceSearch:
                 found = search_log(iter_lines(fd, 0, end), self.matcher, context=query.context)
             else:
                 try:
-                    if self.fast is not None and self.fast.search(fd, shown, session):
+                    if self.fast is not None and self.fast.search(fd, shown, session, st.st_size):
                         return
                 except CliError as exc:  # ripgrep failed after printing lines
                     self.skip(str(exc))
