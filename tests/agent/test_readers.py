@@ -65,7 +65,22 @@ async def test_notices_name_the_file_tools_the_agent_has(tmp_path: Path) -> None
     notice = last_tool_output(model.calls[1])
     assert TRUNCATION_MARKER in notice
     assert "Read(path=" in notice and "Grep(pattern=" in notice
-    assert RETRIEVAL_TOOL_NAME in agent.tools
+    assert RETRIEVAL_TOOL_NAME not in notice
+
+
+def test_an_agent_has_one_set_of_readers_never_both(tmp_path: Path) -> None:
+    """The rule of every door (docs/guides/hosts.md, "Same tools, same answers"): given
+    Read, Grep and Glob, the agent adds no retrieval tool; given none, it adds that one."""
+    ws = LocalWorkspace(tmp_path / "ws")
+    given = Agent(model=ScriptedModel(), tools=[fetch_log, *workspace_tools(ws)], offloader=ws)
+    assert sorted(given.tools) == ["Glob", "Grep", "Read", "fetch_log"]
+    bare = Agent(model=ScriptedModel(), tools=[fetch_log], offloader=ws)
+    assert sorted(bare.tools) == ["fetch_log", RETRIEVAL_TOOL_NAME]
+    # Both, when asked for by name: the retrieval tool given with the file tools.
+    both = Agent(
+        model=ScriptedModel(), tools=[*workspace_tools(ws), retrieval_tool(ws)], offloader=ws
+    )
+    assert sorted(both.tools) == ["Glob", "Grep", "Read", RETRIEVAL_TOOL_NAME]
 
 
 async def test_with_an_in_memory_workspace_the_notice_names_the_retrieval_tool_and_it_works() -> (
@@ -89,9 +104,8 @@ async def test_with_an_in_memory_workspace_the_notice_names_the_retrieval_tool_a
 async def test_a_read_back_is_never_offloaded_again(tmp_path: Path) -> None:
     ws = LocalWorkspace(tmp_path / "ws")
     model = ScriptedModel([call("c1", "fetch_log", log="a")])
-    agent = Agent(
-        model=model, tools=[fetch_log, *workspace_tools(ws)], offloader=ws, context_config=CONFIG
-    )
+    tools = [fetch_log, *workspace_tools(ws), retrieval_tool(ws)]  # both readers, on purpose
+    agent = Agent(model=model, tools=tools, offloader=ws, context_config=CONFIG)
     with pytest.raises(Exception, match="no steps left"):
         await agent.reply("go")
     path = reference_in(last_tool_output(agent.messages))

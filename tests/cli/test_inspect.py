@@ -189,7 +189,7 @@ def test_the_demo_says_its_window_and_trigger(demo: Any, cli: Callable[..., Any]
     result = demo.result  # `ctxoffload demo`, run once for all its tests (tests/cli/conftest.py)
     assert result.code == 0
     assert result.out.splitlines()[1] == (
-        "window 4,000 tokens; compression triggers above 0.8 x window = 3,200 tokens and keeps "
+        "window 4,000 tokens; compression triggers above 0.7 x window = 2,800 tokens and keeps "
         "600 (0.15); tool results over 600 tokens go to files"
     )
     assert result.err == ""  # progress is drawn only on a terminal

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -92,7 +93,11 @@ class AgentDriver(DoorDriver):
             counter=get_token_counter(exact=False),
         ) as agent:
             for turn in turns:
-                await agent.reply(turn.user)
+                # An id a host would give the request, the same in every run of it: a long
+                # request is stored under its message's id, which a resumed run and an
+                # unbroken one then name alike (a random id would differ in each).
+                digest = hashlib.sha256(turn.user.encode()).hexdigest()[:32]
+                await agent.reply(Msg(role="user", content=turn.user, id=digest))
             kept = [r.output for m in agent.messages for r in m.tool_results]
             return Outcome(
                 session=agent.session_id,

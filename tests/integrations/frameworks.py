@@ -11,6 +11,7 @@ skip.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -101,20 +102,52 @@ def run_as_a_user(code: str, folder: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _docs_blocks() -> ModuleType:
+    """tests/docs/blocks.py, the one reader of the pages' blocks (not on this folder's path)."""
+    where = Path(__file__).resolve().parents[1] / "docs" / "blocks.py"
+    spec = importlib.util.spec_from_file_location("ctxoffload_docs_blocks", where)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_what_it_prints(
+    guide: str, done: subprocess.CompletedProcess[str], stderr: str = ""
+) -> None:
+    """The guide's first example printed what the guide shows (its `test: output` block,
+    `...` for what varies) and, on stderr, what the guide says it does: `stderr` is a regular
+    expression every line of it matches (none: nothing on stderr)."""
+    blocks = _docs_blocks()
+    page = Path(__file__).resolve().parents[2] / "docs" / "guides" / guide
+    example = next(b for b in blocks.blocks(page) if b.language == "python")
+    assert example.output is not None, f"{guide}: its first example shows no output"
+    assert blocks.matches(example.output.code, done.stdout), (
+        f"{guide}: the example printed\n{done.stdout}\nnot what the guide shows\n"
+        f"{example.output.code}"
+    )
+    noise = [line for line in done.stderr.splitlines() if not re.search(stderr or "^$", line)]
+    assert not noise, f"{guide}: unexpected on stderr:\n" + "\n".join(noise)
+
+
 def check_the_nightly_example(
     guide: str,
     folder: Path,
     env: dict[str, str] | None = None,
     session: str = "nightly-check",
+    stderr: str = "",
 ) -> None:
     """Run the example of a host's guide that fetches the nightly job's 20,000-line log and
     greps its last batch (docs/guides/langchain.md, pydantic-ai.md, openai-agents.md), and
-    check what it printed (the characters of the log the model was sent, first) and that the
-    whole log is in the workspace, in `session`."""
+    check what it printed (the characters of the log the model was sent, first; what the
+    guide shows, and on stderr what it says: `check_what_it_prints`) and that the whole log is
+    in the workspace, in `session`."""
     done = run_guide_example(guide, folder, env=env)
     assert done.returncode == 0, done.stderr
+    check_what_it_prints(guide, done, stderr)
     lines = done.stdout.splitlines()
-    assert lines[-1] == "The nightly job finished: its last batch, 19999, is done."
+    assert "The nightly job finished: its last batch, 19999, is done." in lines
     assert int(lines[0].split()[0]) < 20_000
     stored = folder / "agent_workspace" / "sessions" / session / "tool_result-call_1.txt"
     assert stored.read_text(encoding="utf-8").endswith("INFO nightly: batch 19999 done")

@@ -6,14 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import crewai_scripted  # noqa: F401 (imports CrewAI quietly, or skips where it is missing)
-from frameworks import run_guide_example
+from frameworks import check_what_it_prints, run_guide_example
 
 
 def test_the_guide_example_runs_and_stores_the_log(tmp_path: Path) -> None:
     done = run_guide_example("crewai.md", tmp_path)
     assert done.returncode == 0, done.stderr
+    check_what_it_prints("crewai.md", done)  # nothing on stderr: the LLM counts its tokens
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert lines[-1] == "The nightly job finished: its last batch, 19999, is done."
+    assert lines[-2:] == [
+        "The nightly job finished: its last batch, 19999, is done.",
+        "session: nightly-check",
+    ]
     session = tmp_path / "agent_workspace" / "sessions" / "nightly-check"
     (stored,) = session.glob("tool_result-crewai-*.txt")
     assert stored.read_text(encoding="utf-8").endswith("INFO nightly: batch 19999 done")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from frameworks import require_framework, run_guide_example
+from frameworks import check_what_it_prints, require_framework, run_guide_example
 
 require_framework("llama_index.core", "llama_index")
 
@@ -13,8 +13,12 @@ require_framework("llama_index.core", "llama_index")
 def test_the_guide_example_runs_and_stores_the_log(tmp_path: Path) -> None:
     done = run_guide_example("llama-index.md", tmp_path)
     assert done.returncode == 0, done.stderr
+    check_what_it_prints("llama-index.md", done)
     lines = done.stdout.splitlines()
-    assert lines[-1] == "The nightly job finished: its last batch, 19999, is done."
+    assert lines[-2:] == [
+        "The nightly job finished: its last batch, 19999, is done.",
+        "session: nightly-check",
+    ]
     assert int(lines[0].split()[0]) < 20_000
     session = tmp_path / "agent_workspace" / "sessions" / "nightly-check"
     (stored,) = session.glob("tool_result-fetch_logs-*.txt")

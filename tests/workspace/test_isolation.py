@@ -22,7 +22,7 @@ from ctxoffload import (
     ScriptedModel,
     ToolCallBlock,
 )
-from ctxoffload.agent import workspace_tools
+from ctxoffload.agent import retrieval_tool, workspace_tools
 from ctxoffload.integrations.strands import WorkspaceStorage
 from ctxoffload.workspace import writing_as
 from helpers import call
@@ -53,7 +53,8 @@ def reader(ws: LocalWorkspace, calls: list[Msg], session: str) -> tuple[Agent, S
     model = ScriptedModel([*calls, "done"], context_window=64_000)
     agent = Agent(
         model=model,
-        tools=workspace_tools(ws, images=False),
+        # Both readers, given on purpose: each must keep to the session's files.
+        tools=[*workspace_tools(ws, images=False), retrieval_tool(ws)],
         offloader=ws,
         session_id=session,
         context_config=ContextConfig(tool_result_limit=20_000),

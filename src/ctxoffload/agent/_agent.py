@@ -105,8 +105,9 @@ class Agent:
             function or `async def`. One that raises is logged and ignored.
         include_retrieval_tool: register `retrieve_offloaded_content` (see
             `ctxoffload.readback.retrieval_tool`) when the offloader can read its references
-            back and no tool of that name was given, so the agent can always recover what
-            left its context, whatever the offloader. Its answers are capped at three
+            back and no reader tool was given (`workspace_tools`' Read and Grep, or a tool
+            of that name), so the agent can always recover what left its context, whatever
+            the offloader, with one set of readers, never two. Its answers are capped at three
             characters per token of `tool_result_limit`, between 1,000 and 20,000.
         include_pin_tool: register `pin_context(message_id=None, text=None)`, with which
             the model pins the turn of one of its tool calls, or a text such as its plan,

@@ -215,14 +215,19 @@ def agent_tools(
     context_tools: Sequence[Tool],
 ) -> dict[str, Tool]:
     """The tools an agent registers, by name: those given; the retrieval tool when asked for,
-    the offloader can read its references back and no tool of that name was given; and the
+    the offloader can read its references back and no reader tool was given; and the
     context tools asked for (`pin_context`, `compact_context`), whose names a given tool
-    must not take."""
+    must not take.
+
+    Never both readers, as at every door (`ctxoffload.integrations.reading_functions`): given Read
+    and Grep (`workspace_tools`), the agent has all the retrieval tool does, and its schema
+    would cost every request 216 tokens and give the model two ways to do one thing."""
     registered = _checked_tools(tools)
     if (
         include_retrieval_tool
         and isinstance(offloader, ReferenceReader)
         and RETRIEVAL_TOOL_NAME not in registered
+        and _notice_readers(registered) is None
     ):
         retrieve = retrieval_tool(offloader, max_output_chars=reader_output_chars(config))
         registered[RETRIEVAL_TOOL_NAME] = as_tool(retrieve)

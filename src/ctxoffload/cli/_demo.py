@@ -50,9 +50,10 @@ ERROR_MESSAGE = (
     "disk quota exceeded on /mnt/exports (10.0 GiB of 10.0 GiB used)"
 )
 
-# The demo's model: a window small enough that a handful of tool calls fill it.
+# The demo's model: a window small enough that a handful of tool calls fill it; triggered at
+# 0.7, its twelve steps compress four times at any path length (tests/cli/test_demo.py).
 DEMO_CONFIG = ContextConfig(
-    context_window=4_000, trigger_ratio=0.8, reserve_ratio=0.15, tool_result_limit=600
+    context_window=4_000, trigger_ratio=0.7, reserve_ratio=0.15, tool_result_limit=600
 )
 
 

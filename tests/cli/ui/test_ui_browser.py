@@ -49,7 +49,7 @@ def test_the_bars_are_the_numbers_show_json_gives(page: Any, ui: Ui) -> None:
             assert abs(height / total_height - tokens / sum(event["window"].values())) < 0.02
     # The window and trigger lines, and the compression marks, are drawn.
     assert "window 4,000" in page.inner_text(".rule.window")
-    assert "trigger 3,200" in page.inner_text(".rule.trigger")
+    assert "trigger 2,800" in page.inner_text(".rule.trigger")
     assert page.locator(".mark.compression").count() >= 1
     assert "compressed" in (page.get_attribute(".mark.compression >> nth=0", "title") or "")
     assert page.locator("#events pre").count() > 20
