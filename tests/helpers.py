@@ -820,3 +820,23 @@ def retained_per_run(run: Callable[[int], None], runs: int = 6) -> float:
         tracemalloc.stop()
     grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
     return grown / runs
+
+
+class Syncs:
+    """Stands in for `os.fsync`: syncs, and notes per file (by path) the syncs and the size
+    each covered."""
+
+    def __init__(self, real: Callable[[int], None]) -> None:
+        self.real = real
+        self.count: dict[str, int] = {}
+        self.covered: dict[str, int] = {}
+
+    def __call__(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        self.real(fd)
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        self.count[path] = self.count.get(path, 0) + 1
+        self.covered[path] = max(self.covered.get(path, 0), size)
+
+    def of(self, path: Path) -> int:
+        return self.count.get(str(path), 0)

@@ -3,6 +3,7 @@ loopback (the `s3` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import uuid
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from ctxoffload import InMemoryWorkspace, LocalWorkspace, ObjectStoreWorkspace, SqlWorkspace
+from helpers import Syncs
 
 
 @pytest.fixture(params=["local", "memory", "bucket", "sqlite", "postgres"])
@@ -89,3 +91,13 @@ def read_starts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(_disk_store, "iter_chunks", spied)
     return starts
+
+
+@pytest.fixture
+def syncs(monkeypatch: pytest.MonkeyPatch) -> Syncs:
+    """`os.fsync` wrapped (it still syncs) to note, per file, its syncs and what they covered."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd to name the file each fsync is for")
+    watch = Syncs(os.fsync)
+    monkeypatch.setattr(os, "fsync", watch)
+    return watch

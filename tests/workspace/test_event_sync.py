@@ -2,54 +2,21 @@
 written at once and made durable by the next synced append, every other event (a drop's, an
 offload's, a door's) is synced before its call returns.
 
-`os.fsync` is wrapped (it still syncs) to note, per file, how many syncs it had and how many
-bytes of it the last one covered; the files are real, in tmp_path.
+`os.fsync` is wrapped (it still syncs: the `syncs` fixture) to note, per file, how many syncs
+it had and how many bytes of it the last one covered; the files are real, in tmp_path.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg, ToolCallBlock, ToolResultBlock
 from ctxoffload.compression import Projector
-
-
-class Syncs:
-    """Stands in for `os.fsync`: syncs, and notes per file (by path) the syncs and the size
-    each covered."""
-
-    def __init__(self, real: Callable[[int], None]) -> None:
-        self.real = real
-        self.count: dict[str, int] = {}
-        self.covered: dict[str, int] = {}
-
-    def __call__(self, fd: int) -> None:
-        size = os.fstat(fd).st_size
-        self.real(fd)
-        path = os.readlink(f"/proc/self/fd/{fd}")
-        self.count[path] = self.count.get(path, 0) + 1
-        self.covered[path] = max(self.covered.get(path, 0), size)
-
-    def of(self, path: Path) -> int:
-        return self.count.get(str(path), 0)
-
-
-@pytest.fixture
-def syncs(monkeypatch: pytest.MonkeyPatch) -> Syncs:
-    if not os.path.isdir("/proc/self/fd"):
-        pytest.skip("needs /proc/self/fd to name the file each fsync is for")
-    watch = Syncs(os.fsync)
-    monkeypatch.setattr(os, "fsync", watch)
-    return watch
-
+from helpers import Syncs
 
 MESSAGE = {"message": {"id": "m1", "role": "user", "content": "hello"}}
 MODEL_CALL = {"step": 1, "attempt": 1, "messages": ["m1"]}

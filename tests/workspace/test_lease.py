@@ -28,6 +28,7 @@ from ctxoffload import (
     SessionBusyError,
 )
 from helpers import (
+    Syncs,
     forced_tags,
     lease_worker_result,
     racing_start,
@@ -185,6 +186,20 @@ async def test_a_killed_holder_frees_the_session_at_once_on_disk(
     assert took.levelno == logging.INFO
     assert lease.holder["agent"] == "next"
     await lease.release()
+
+
+async def test_taking_and_releasing_a_lease_waits_for_no_fsync(
+    tmp_path: Path, syncs: Syncs
+) -> None:
+    # The lease is the flock; lease.json only says who holds it. Its record is written (a
+    # killed holder is named: the test above) but not synced: an agent's run would wait for
+    # two syncs at its start and end for a record no content rests on.
+    ws = LocalWorkspace(tmp_path)
+    lease = await ws.acquire_lease("s", agent="first")
+    await lease.release()
+    record = json.loads((tmp_path / "sessions" / "s" / "lease.json").read_text())
+    assert record["agent"] == "first" and record["released"]
+    assert syncs.of(tmp_path / "sessions" / "s" / "lease.json") == 0
 
 
 def plant_unreleased_lease(workdir: Path, session: str, *, pid: int, host: str) -> None:

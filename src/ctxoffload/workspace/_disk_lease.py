@@ -61,13 +61,18 @@ def read_lease_record(fd: int, *, settle: bool) -> dict[str, Any]:
     return {}
 
 
-def write_lease_record(fd: int, record: dict[str, Any], *, fsync: bool) -> None:
-    """Replace what a lease file says of its holder with `record`."""
+def write_lease_record(fd: int, record: dict[str, Any]) -> None:
+    """Replace what a lease file says of its holder with `record`.
+
+    Never fsynced (issue 84: two syncs a run, waited for by the host's agent at its start
+    and end). The lease is the `flock` on the file; the record only says who holds it, for
+    a refusal's message and gc's. A killed process leaves it written (the page cache is the
+    kernel's), and a crash of the machine, which drops every lock, at worst leaves an older
+    record or none: the next taker then logs a takeover or nothing. No content rests on it.
+    """
     data = json.dumps(record, ensure_ascii=False).encode() + b"\n"
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)
-    if fsync:
-        os.fsync(fd)
 
 
 def why_free(previous: dict[str, Any]) -> str:

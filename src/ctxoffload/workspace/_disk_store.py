@@ -508,7 +508,7 @@ class DiskStore:
             if previous and not previous.get("released"):
                 took_over(sid, previous, why_free(previous))
             holder = holder_record(agent)
-            write_lease_record(fd, holder, fsync=self.fsync)
+            write_lease_record(fd, holder)
         except BaseException:
             os.close(fd)
             raise

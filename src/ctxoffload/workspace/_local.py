@@ -289,14 +289,13 @@ class LocalWorkspace(CollectedWorkspace):
         # Closing the descriptor drops the lock: when the lease is released, or when the
         # lease object is garbage-collected unreleased.
         closer = LeaseCloser(fd)
-        fsync = self.fsync
 
         async def release() -> None:
             def give_up() -> None:
                 if closer.fd is None:
                     return
                 try:
-                    write_lease_record(closer.fd, {**holder, "released": now_iso()}, fsync=fsync)
+                    write_lease_record(closer.fd, {**holder, "released": now_iso()})
                 finally:
                     closer.close()
 
