@@ -82,7 +82,7 @@ async def test_show_says_each_clearing_of_tool_outputs(
     assert main(["--workdir", str(tmp_path), "show", "clears"]) == 0
     out = capsys.readouterr().out
     assert "cleared 1 tool output (c0), " in out
-    assert " sessions/clears/tool_result-c0.txt" in out  # relative to the workspace
+    assert " tool_result-c0.txt" in out  # relative to the session's folder
 
 
 async def test_show_says_a_compaction_the_agent_asked_for(
@@ -110,7 +110,7 @@ async def test_show_says_a_compaction_the_agent_asked_for(
     assert main(["--workdir", str(tmp_path), "show", "asked"]) == 0
     out = capsys.readouterr().out
     assert "compacted on the agent's request (compressed), " in out
-    assert " sessions/asked/context.jsonl lines 1-" in out
+    assert " context.jsonl lines 1-" in out
     assert "instructions: 'keep ids'" in out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -293,6 +294,58 @@ def test_show_opens_the_session_with_what_its_door_records(
     if DOORS[driver.door].steps:  # every model call the door saw is rebuilt
         step = ctxoffload("show", outcome.session, "--step", "1", "--workdir", tmp_path / "ws")
         assert step.returncode == 0, step.stderr
+
+
+CONVERSATION = "5f0c2b8e-8d4e-4f55-9d8e-2a7c1b9f3e61"
+"""A conversation named as most hosts name one (a uuid; ADK's is an app and a user too)."""
+
+
+def printed_at_80(*args: str | Path) -> list[str]:
+    """The lines of `ctxoffload ARGS` on a terminal of 80 columns (`$COLUMNS`)."""
+    env = {**os.environ, "COLUMNS": "80"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@doors
+def test_show_ls_and_stats_fit_80_columns_and_never_break_an_id(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    """A session of every door reads at 80 columns: `show`'s lines fold at their spaces (only
+    the folder's path, as long as the temporary folder makes it, may be wider), and the
+    tables shorten a long id in its middle, `HEAD…TAIL`, which `show` takes: an id is never
+    broken onto two lines (issue 83, item 1)."""
+    skip_unless(driver, "recorded")
+    workdir = tmp_path / "ws"
+    made = driver.make(LocalWorkspace(workdir))
+    turns = [Turn("dump the log", tool_output=BIG), Turn("thanks")]
+    session = driver.converse(made, CONVERSATION, turns).session
+    shown = printed_at_80("show", session, "--workdir", workdir)
+    assert shown[0] in (
+        f"session {session}",
+        f"session {session} ({workdir / 'sessions' / session})",
+    )
+    wide = [
+        line
+        for line in shown
+        if len(line) > 80 and line != f"  in {workdir / 'sessions' / session}"
+    ]
+    assert wide == [], "\n".join(shown)
+    for command in ("ls", "stats"):
+        lines = printed_at_80(command, "--workdir", workdir)
+        assert max(map(len, lines)) <= 80, "\n".join(lines)
+        # The session's row: the first line under the headers (which may fold) not indented.
+        cell = next(line.split()[0] for line in lines[1:] if not line.startswith(" "))
+        if cell != session:
+            head, _, tail = cell.partition("…")
+            assert tail and session.startswith(head) and session.endswith(tail), "\n".join(lines)
+            assert printed_at_80("show", cell, "--workdir", workdir)[0].split()[1] == session
 
 
 # -- compaction from outside ---------------------------------------------------------------------

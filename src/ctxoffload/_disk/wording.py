@@ -184,13 +184,13 @@ def error_text(error: object) -> str:
 _SHORT = 100  # characters of a first line shown: a tool's error, a message without --full
 
 
-def first_line(text: str) -> str:
-    """The first line of `text`, cut to `_SHORT` characters, ` …` when there is more: how
+def first_line(text: str, limit: int = _SHORT) -> str:
+    """The first line of `text`, cut to `limit` characters, ` …` when there is more: how
     `show` quotes a tool's error and a message's text on one line."""
     text = text.strip()
     line = text.split("\n", 1)[0]
-    more = len(line) > _SHORT or "\n" in text
-    return line[:_SHORT] + (" …" if more else "")
+    more = len(line) > limit or "\n" in text
+    return line[:limit] + (" …" if more else "")
 
 
 def quoted(text: str, limit: int = 200) -> str:

@@ -172,6 +172,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
             model=summaries.model(),
             context_window=context.context_window or self.token_limit,
             reader_tools=reading.readers,
+            reading="memory",  # the agent reads its memory: its record says so, not "model call"
         )
         self._runs = HostRuns(checked, _DOOR)
         self._writer = uuid.uuid4().hex
