@@ -9,6 +9,8 @@ driver's `reasons`: its skip line here quotes it.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import itertools
 import json
 import os
@@ -200,6 +202,41 @@ def test_summary_model_false_is_the_extract_taken_at_construction(
 ) -> None:
     skip_unless(driver, "checked at construction")
     assert driver.make_summarizing(LocalWorkspace(tmp_path / "ws"), False) is not None
+
+
+ADAPTER_MODULES = {
+    "agent": "ctxoffload",
+    "claude-agent-sdk": "ctxoffload.integrations.claude",
+    "strands-storage": "ctxoffload.integrations.strands",
+}
+"""Where a door's adapter class is, for a door whose module is not named for it."""
+
+
+@doors
+def test_a_keyword_the_door_does_not_take_is_a_config_error_naming_the_fix(
+    driver: DoorDriver,
+) -> None:
+    """`ContextOffloadPlugin(ws, tool_result_limit=3000)` was Python's bare TypeError where
+    a config dict gets a ConfigError naming `ContextConfig(...)`: every door's class refuses
+    a keyword it does not take the same way (issue 83, item 11)."""
+    skip_unless(driver, "checked at construction")
+    door = DOORS[driver.door]
+    if door.adapter.startswith("ctxoffload "):
+        pytest.skip(f"{driver.door} is a command: its options are refused by its usage line")
+    name = driver.door.replace("-", "_")
+    module = importlib.import_module(
+        ADAPTER_MODULES.get(driver.door, f"ctxoffload.integrations.{name}")
+    )
+    adapter = getattr(module, door.adapter)
+    config = [p for p in inspect.signature(adapter).parameters if p.endswith("config")]
+    with pytest.raises(ConfigError) as refused:
+        adapter(tool_result_limit=3000)
+    if config:
+        assert f"pass {config[0]}=ContextConfig(tool_result_limit=3000)" in str(refused.value)
+    else:
+        assert f"{door.adapter} takes no argument 'tool_result_limit'" in str(refused.value)
+    with pytest.raises(ConfigError, match=f"{door.adapter} takes no argument 'bogus': it takes "):
+        adapter(bogus=1)
 
 
 # -- stored once, whole --------------------------------------------------------------------------

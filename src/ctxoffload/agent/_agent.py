@@ -13,6 +13,7 @@ from typing import Any, Literal
 from .._disk import events
 from .._disk.compact_requests import CompactRequests
 from .._disk.ids import validate_session_id
+from .._doors.checks import arguments_checked
 from ..compression import (
     CompressionResult,
     ContextConfig,
@@ -63,6 +64,7 @@ __all__ = ["Agent"]
 logger = logging.getLogger("ctxoffload")
 
 
+@arguments_checked
 class Agent:
     """A ReAct agent whose context is kept within the model's window by offloading.
 

@@ -16,7 +16,7 @@ import mimetypes
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .._doors.checks import checked_positive, checked_workspace
+from .._doors.checks import arguments_checked, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.stores import BlockStore
@@ -38,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised where Haystack is abs
     raise ConfigError(INSTALL_HINT) from exc
 
 
+@arguments_checked
 class WorkspaceResultStore:
     """A Haystack `ToolResultStore` that keeps every result it is given in a ctxoffload
     workspace, whole, in one session.
