@@ -370,10 +370,8 @@ class Agent:
         try:
             response = await self._generate(record)
         except ContextOverflowError as overflow:
-            # Our count said it fits but the provider disagrees (a different tokenizer, say):
-            # compress once more and retry once.
-            # The provider's window is evidently smaller than this context, so compress as if
-            # the window were 90% of what we are sending now.
+            # Our count fit but the provider disagrees (another tokenizer): its window is smaller
+            # than this context, so compress once more as if it were 90% of what we send.
             logger.warning(
                 "the model reported a context overflow; running the pre_llm managers with "
                 "their activation rules ignored, then retrying once"

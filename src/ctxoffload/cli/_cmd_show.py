@@ -19,7 +19,7 @@ from ._access import open_workspace, session_folder
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_workdir
 from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
-from ._describe import Timeline, by_agent, names_stored_files
+from ._describe import Timeline, by_agent, names_stored_files, session_roots
 from ._output import fitted, json_text, shown, table_width
 from ._session_name import SessionName
 from ._view import (
@@ -167,9 +167,8 @@ def _show_timeline(
     # workspace relative to the workspace (the lines above say where both are), so a line
     # fits 80 columns however long the session's id: references hold the workdir resolved,
     # or a bucket's URI for a copy of one.
-    workspaces = list(dict.fromkeys([os.path.realpath(workdir), workdir, shown(workdir)]))
-    own = [os.path.join(at, SESSIONS_DIR, session) for at in workspaces]
-    root = (*own, f"{SESSIONS_DIR}/{session}", *workspaces)
+    workspaces = tuple(dict.fromkeys([os.path.realpath(workdir), workdir, shown(workdir)]))
+    root = session_roots(workspaces, session)
     timeline = Timeline(
         full=full,
         writers=writers,

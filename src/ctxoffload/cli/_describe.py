@@ -24,6 +24,7 @@ __all__ = [
     "by_agent",
     "describe",
     "names_stored_files",
+    "session_roots",
     "summary_fields",
     "summary_lines",
     "writer_text",
@@ -32,6 +33,14 @@ __all__ = [
 NOT_BY_AGENT = "no Agent or door began this record: it holds offloads and compressions only"
 """What `show` and `watch` say of a session whose record says neither that an Agent wrote
 it nor which door (a `door` event says what each door records)."""
+
+
+def session_roots(workspaces: tuple[str, ...], session: str) -> tuple[str, ...]:
+    """A `Timeline`'s `root` for one session: its folder in each spelling of the workspace's
+    (a file of the session is named relative to it, as `tool_result-call_1.txt`, so a line
+    fits 80 columns however long the id), then the workspace's own (`data/...`)."""
+    own = [f"{at.rstrip('/')}/sessions/{session}" for at in workspaces]
+    return (*own, f"sessions/{session}", *workspaces)
 
 
 def by_agent(event: dict[str, Any]) -> bool:
