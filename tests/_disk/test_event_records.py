@@ -251,3 +251,30 @@ def test_an_event_line_reads_back_as_the_line_json_writes(fields: dict[str, Any]
 def test_an_event_field_json_refuses_is_refused_by_the_event_writer_too() -> None:
     with pytest.raises(TypeError):
         dumps_record({"kind": "x", "value": object()})
+
+
+def test_an_estimated_truncation_says_what_was_counted_never_a_byte_range() -> None:
+    """A tool output far over the limit is counted in its first lines and scaled: the line
+    says that in words, not `(before: estimated, 20,560 to 2,088,890)`, a range whose second
+    figure is the file's byte count (issue 83, item 5)."""
+    line = {
+        "kind": "truncation",
+        "time": "2026-11-29T05:06:29Z",
+        "tool_id": "c1",
+        "tool_name": "fetch_logs",
+        "tokens_before": 655_388,
+        "tokens_after": 289,
+        "tokens_before_exact": False,
+        "tokens_before_range": [20_560, 2_088_890],
+        "lines_shown": 19,
+        "lines_total": 60_000,
+    }
+    said = event_sentence(line).split(";")[0]
+    assert said == (
+        "truncated fetch_logs ~655,388→289 tokens (estimated: its first lines counted, "
+        "20,560 tokens, and scaled to its length), 19 of 60,000 lines shown"
+    )
+    exact = {key: value for key, value in line.items() if not key.startswith("tokens_before_")}
+    assert event_sentence({**exact, "tokens_before": 6_095}).startswith(
+        "truncated fetch_logs 6,095→289 tokens, "
+    )

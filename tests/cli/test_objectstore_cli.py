@@ -147,8 +147,9 @@ def test_ls_grep_cat_show_stats_read_the_bucket(
 
     code, out, err = run(capsys, "show", "run-1", "--workdir", url)
     assert code == 0, err
-    assert out.startswith(f"session run-1 ({url}/sessions/run-1)")
-    assert "30,000" in out and " whole output in sessions/run-1/tool_result-call_1.txt" in out
+    folder = f"{url}/sessions/run-1"
+    assert out.startswith((f"session run-1 ({folder})\n", f"session run-1\n  in {folder}\n"))
+    assert "30,000" in out and " whole output in tool_result-call_1.txt" in out
 
     code, out, _ = run(capsys, "stats", "--workdir", url, "--json")
     assert code == 0

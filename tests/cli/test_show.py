@@ -297,7 +297,7 @@ async def test_each_summary_is_printed_once_after_its_compression(
     for i in compressions:
         # Where the messages went, the compression's fidelity report, who wrote the summary,
         # then the summary.
-        assert " moved to sessions/run-1/context.jsonl lines " in lines[i + 1]
+        assert " moved to context.jsonl lines " in lines[i + 1]
         assert " artifacts: " in lines[i + 2]
         assert "messages read back at their lines" in lines[i + 3]
         assert lines[i + 4].endswith("   summary: scripted, structured")
@@ -568,7 +568,7 @@ def test_a_door_session_opens_with_two_short_true_lines(
     stored = [line for line in lines if "stored the whole result of ls" in line]
     assert len(stored) == (0 if DOORS[door].projects else 1), lines
     if stored:
-        assert stored[0].endswith(f" in sessions/{door}/tool_result-call_1.txt"), stored
+        assert stored[0].endswith(" in tool_result-call_1.txt"), stored
 
 
 def test_counts_read_as_words_and_names_are_quoted(tmp_path: Path, cli: Callable[..., Any]) -> None:
@@ -598,4 +598,4 @@ def test_counts_read_as_words_and_names_are_quoted(tmp_path: Path, cli: Callable
     assert " session started: agent 'agent', model scripted\n" in out
     assert " · 1 message · " in out and " 1 messages" not in out
     assert ", part of line 1 of 2 shown\n" in out, out
-    assert "     whole output in sessions/words/tool_result-c1.txt\n" in out
+    assert "     whole output in tool_result-c1.txt\n" in out

@@ -99,9 +99,10 @@ def test_show_stats_and_verify_read_the_database(cli: Callable[..., Any], both: 
     url, _ = both
     show = cli("show", "run-1", "--workdir", url)
     assert show.code == 0, show.err
-    # The first line names the database's session; the lines after name its files in it.
-    assert show.out.startswith(f"session run-1 ({url}/sessions/run-1)\n"), show.out
-    assert " into sessions/run-1/context.jsonl line 1\n" in show.out, show.out
+    # The first lines name the database's session; the lines after name its files in it.
+    folder = f"{url}/sessions/run-1"
+    assert show.out.startswith((f"session run-1 ({folder})\n", f"session run-1\n  in {folder}\n"))
+    assert " into context.jsonl line 1\n" in show.out, show.out
     assert cli("stats", "--workdir", url).code == 0
     verify = cli("verify", "--workdir", url)
     assert verify.code == 0, verify.out + verify.err

@@ -100,9 +100,10 @@ def test_ls_fits_the_terminal(demo: Any, width: int, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["rich", "plain"])
-def test_a_long_session_id_folds_instead_of_leaving_every_column_out(
+def test_a_long_session_id_is_shortened_in_its_middle_not_every_column_left_out(
     tmp_path: Path, mode: str
 ) -> None:
+    """Never folded into pieces no one can copy: `HEAD…TAIL`, which `show` takes (issue 83)."""
     import asyncio
 
     from ctxoffload import LocalWorkspace, Msg
@@ -115,7 +116,13 @@ def test_a_long_session_id_folds_instead_of_leaving_every_column_out(
     notes = [line for line in lines if "left out" in line]
     assert notes in ([], ["(compr.: left out to fit 80 columns)"]), "\n".join(lines)
     pieces = [re.sub(r"[│┃]", " ", line).split()[0] for line in lines if "0123" in line]
-    assert "".join(pieces) == long_id
+    [shortened] = pieces
+    head, tail = shortened.split("…")
+    assert long_id.startswith(head) and long_id.endswith(tail) and len(head) > 8
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    argv = [sys.executable, "-m", "ctxoffload", "--workdir", str(tmp_path), "show", shortened]
+    shown = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert shown.returncode == 0 and shown.stdout.split()[:2] == ["session", long_id]
 
 
 @pytest.mark.parametrize("width", [1, 3, 4, 5, 6, 9])

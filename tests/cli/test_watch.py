@@ -136,7 +136,7 @@ def test_watch_never_prints_a_batch_that_was_never_committed(filled: Path) -> No
         said = end_watch(watch, err, [])
     finally:
         stop_watch(watch)
-    messages = [line for line in seen if " context.jsonl line " in line]
+    messages = [line for line in seen if " context.jsonl line " in line and " [" in line]
     assert len(messages) == 2, seen
     assert f"context.jsonl line {committed + 1} [user] real message A" in messages[0]
     assert f"context.jsonl line {committed + 2} [user] real message B" in messages[1]
@@ -168,7 +168,7 @@ def test_watch_reads_again_lines_rewritten_under_where_it_was(filled: Path, tmp_
     finally:
         stop_watch(watch)
     assert f"context.jsonl line {committed + 1} [user] NEVER COMMITTED" in seen[0], seen
-    messages = [line for line in seen[1:] if " context.jsonl line " in line]
+    messages = [line for line in seen[1:] if " context.jsonl line " in line and " [" in line]
     assert len(messages) == 2, seen
     assert f"context.jsonl line {committed + 1} [user] real message A" in messages[0]
     assert f"context.jsonl line {committed + 2} [user] real message B" in messages[1]

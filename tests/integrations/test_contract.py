@@ -9,8 +9,11 @@ driver's `reasons`: its skip line here quotes it.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -201,6 +204,41 @@ def test_summary_model_false_is_the_extract_taken_at_construction(
     assert driver.make_summarizing(LocalWorkspace(tmp_path / "ws"), False) is not None
 
 
+ADAPTER_MODULES = {
+    "agent": "ctxoffload",
+    "claude-agent-sdk": "ctxoffload.integrations.claude",
+    "strands-storage": "ctxoffload.integrations.strands",
+}
+"""Where a door's adapter class is, for a door whose module is not named for it."""
+
+
+@doors
+def test_a_keyword_the_door_does_not_take_is_a_config_error_naming_the_fix(
+    driver: DoorDriver,
+) -> None:
+    """`ContextOffloadPlugin(ws, tool_result_limit=3000)` was Python's bare TypeError where
+    a config dict gets a ConfigError naming `ContextConfig(...)`: every door's class refuses
+    a keyword it does not take the same way (issue 83, item 11)."""
+    skip_unless(driver, "checked at construction")
+    door = DOORS[driver.door]
+    if door.adapter.startswith("ctxoffload "):
+        pytest.skip(f"{driver.door} is a command: its options are refused by its usage line")
+    name = driver.door.replace("-", "_")
+    module = importlib.import_module(
+        ADAPTER_MODULES.get(driver.door, f"ctxoffload.integrations.{name}")
+    )
+    adapter = getattr(module, door.adapter)
+    config = [p for p in inspect.signature(adapter).parameters if p.endswith("config")]
+    with pytest.raises(ConfigError) as refused:
+        adapter(tool_result_limit=3000)
+    if config:
+        assert f"pass {config[0]}=ContextConfig(tool_result_limit=3000)" in str(refused.value)
+    else:
+        assert f"{door.adapter} takes no argument 'tool_result_limit'" in str(refused.value)
+    with pytest.raises(ConfigError, match=f"{door.adapter} takes no argument 'bogus': it takes "):
+        adapter(bogus=1)
+
+
 # -- stored once, whole --------------------------------------------------------------------------
 
 
@@ -293,6 +331,58 @@ def test_show_opens_the_session_with_what_its_door_records(
     if DOORS[driver.door].steps:  # every model call the door saw is rebuilt
         step = ctxoffload("show", outcome.session, "--step", "1", "--workdir", tmp_path / "ws")
         assert step.returncode == 0, step.stderr
+
+
+CONVERSATION = "5f0c2b8e-8d4e-4f55-9d8e-2a7c1b9f3e61"
+"""A conversation named as most hosts name one (a uuid; ADK's is an app and a user too)."""
+
+
+def printed_at_80(*args: str | Path) -> list[str]:
+    """The lines of `ctxoffload ARGS` on a terminal of 80 columns (`$COLUMNS`)."""
+    env = {**os.environ, "COLUMNS": "80"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxoffload", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@doors
+def test_show_ls_and_stats_fit_80_columns_and_never_break_an_id(
+    driver: DoorDriver, tmp_path: Path
+) -> None:
+    """A session of every door reads at 80 columns: `show`'s lines fold at their spaces (only
+    the folder's path, as long as the temporary folder makes it, may be wider), and the
+    tables shorten a long id in its middle, `HEAD…TAIL`, which `show` takes: an id is never
+    broken onto two lines (issue 83, item 1)."""
+    skip_unless(driver, "recorded")
+    workdir = tmp_path / "ws"
+    made = driver.make(LocalWorkspace(workdir))
+    turns = [Turn("dump the log", tool_output=BIG), Turn("thanks")]
+    session = driver.converse(made, CONVERSATION, turns).session
+    shown = printed_at_80("show", session, "--workdir", workdir)
+    assert shown[0] in (
+        f"session {session}",
+        f"session {session} ({workdir / 'sessions' / session})",
+    )
+    wide = [
+        line
+        for line in shown
+        if len(line) > 80 and line != f"  in {workdir / 'sessions' / session}"
+    ]
+    assert wide == [], "\n".join(shown)
+    for command in ("ls", "stats"):
+        lines = printed_at_80(command, "--workdir", workdir)
+        assert max(map(len, lines)) <= 80, "\n".join(lines)
+        # The session's row: the first line under the headers (which may fold) not indented.
+        cell = next(line.split()[0] for line in lines[1:] if not line.startswith(" "))
+        if cell != session:
+            head, _, tail = cell.partition("…")
+            assert tail and session.startswith(head) and session.endswith(tail), "\n".join(lines)
+            assert printed_at_80("show", cell, "--workdir", workdir)[0].split()[1] == session
 
 
 # -- compaction from outside ---------------------------------------------------------------------

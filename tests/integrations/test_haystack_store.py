@@ -88,6 +88,9 @@ def test_a_5_mb_result_is_stored_whole_and_the_next_call_fits(tmp_path: Path) ->
     assert "tool_result-0_fetch_call_1.txt:160000:" in model.seen[2][-1][1]
     listing = show(tmp_path / "ws", "nightly")
     assert "Haystack (WorkspaceResultStore)" in listing.splitlines()[1]
+    # The tool by its name, read from Haystack's key, not the door's (issue 83, item 3).
+    assert "stored the whole result of fetch (0_fetch_call_1): " in listing
+    assert "result of haystack" not in listing
 
 
 @pytest.mark.parametrize("with_ids", [True, False], ids=["ids", "no-ids"])

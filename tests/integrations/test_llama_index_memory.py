@@ -260,8 +260,10 @@ def test_show_prints_what_each_read_gave_the_agent(tmp_path: Path) -> None:
         return subprocess.run([*command, *args], capture_output=True, text=True, check=True).stdout
 
     listing = show()
-    steps = listing.count("· model call ·")
-    assert steps >= 3
+    # Each read is named as what it is, a memory read (the same history read again within a
+    # step, `memory read again`), never a model call nor its retry (issue 83, item 2).
+    steps = listing.count("· memory read ·")
+    assert steps >= 3 and "· model call" not in listing
     shown = json.loads(show("--step", str(steps), "--json"))["messages"]
     sent = from_llama_index(reads[-1])
     assert [m["role"] for m in shown] == [m.role for m in sent]

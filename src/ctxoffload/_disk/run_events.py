@@ -164,8 +164,10 @@ class Door(Event):
     `{"session": ..., "agent": ...}` of the run it was started in."""
 
     def sentence(self) -> str:
+        # Whole (up to what no host's id reaches): it is what `ctxoffload show` finds the
+        # session by, ADK's `app/user/session id` included; `show` folds a long line.
         conversation = (
-            f" of {quoted(self.conversation, 40)}" if isinstance(self.conversation, str) else ""
+            f" of {quoted(self.conversation, 300)}" if isinstance(self.conversation, str) else ""
         )
         return f"run{conversation} by {said(self.host)} ({said(self.adapter)})"
 
@@ -210,6 +212,10 @@ class ModelCall(Event):
     window: dict[str, Any]
     context_window: int
     trigger_tokens: int
+    reading: str
+    """What the host read, when the event records a read of the host's own store rather than
+    a model call (a LlamaIndex agent's memory, read before each step and again within one:
+    `memory`); absent for a model call."""
 
     def sentence(self) -> str:
         reported = self.input_tokens
@@ -217,7 +223,12 @@ class ModelCall(Event):
             f" ({figure(reported)} reported)" if reported is not None else ""
         )
         attempt = self.attempt
-        again = f" (attempt {attempt})" if isinstance(attempt, int) and attempt > 1 else ""
+        retried = isinstance(attempt, int) and attempt > 1
+        if isinstance(self.reading, str):
+            # A read of the same history again is no retry: the host read it twice.
+            what = f"{self.reading} read" + (" again" if retried else "")
+        else:
+            what = "model call" + (f" (attempt {attempt})" if retried else "")
         # `ok` is every call's but a failed or projected one's: said only when it is not.
         outcome = "" if self.outcome == "ok" else f" · {said(self.outcome)}"
         if isinstance(self.error, dict):
@@ -226,10 +237,11 @@ class ModelCall(Event):
         then = f" → {', '.join(c.get('name', '?') for c in calls)}" if calls else ""
         summary = " (one a summary)" if self.summary else ""
         sent = plural(len(self.messages or []), "message")
-        return (
-            f"step {said(self.step)} · model call{again} · {sent}{summary} · {tokens} · "
-            f"{duration(self.duration_ms)}{outcome}{then}"
-        )
+        # A door that cannot time the call (smolagents sees it after the fact) says nothing
+        # of its duration rather than `? ms`.
+        took = self.duration_ms
+        timed = f" · {duration(took)}" if isinstance(took, (int, float)) else ""
+        return f"step {said(self.step)} · {what} · {sent}{summary} · {tokens}{timed}{outcome}{then}"
 
 
 class ToolCall(Event):

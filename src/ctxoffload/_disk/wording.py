@@ -63,21 +63,32 @@ def plural(count: object, word: str) -> str:
 def token_change(event: Mapping[str, Any]) -> str:
     """`6,760→570 tokens`: an event's `tokens_before` and `tokens_after`.
 
-    A `tokens_before` the compressor estimated (a long history seen for the first time is
-    counted only as far as decides) is marked `~`, with its bounds:
-    `~4,288,611→28,564 tokens (before: estimated, 160,214 to 17,935,201)`.
+    A `tokens_before` that was estimated, not counted whole (a tool output far over the
+    limit is counted only in its first lines, a long history seen for the first time only as
+    far as decides), is marked `~` and says what was counted, in words:
+    `~655,388→289 tokens (estimated: its first lines counted, 20,560 tokens, and scaled to
+    its length)`, `~4,288,611→28,564 tokens (estimated: the oldest messages sized by their
+    length, not counted)`. (Its bounds, the second of which is a byte count, stay in the
+    event for `--json`: as words they read as a range no one could use.)
     """
     before, after = figure(event.get("tokens_before")), figure(event.get("tokens_after"))
     change = f"{before}→{after} tokens"
     if event.get("tokens_before_exact") is not False:
         return change
+    return f"~{change} ({_estimate_basis(event)})"
+
+
+def _estimate_basis(event: Mapping[str, Any]) -> str:
+    """What an estimated `tokens_before` was made from, as `token_change` says it."""
     bounds = event.get("tokens_before_range")
-    within = (
-        f", {figure(bounds[0])} to {figure(bounds[1])}"
-        if isinstance(bounds, list) and len(bounds) == 2
-        else ""
-    )
-    return f"~{change} (before: estimated{within})"
+    counted = bounds[0] if isinstance(bounds, list) and len(bounds) == 2 else None
+    if event.get("kind") == "truncation" and isinstance(counted, int):
+        tokens = figure(counted)
+        return f"estimated: its first lines counted, {tokens} tokens, and scaled to its length"
+    uncounted = event.get("tokens_before_uncounted")
+    if isinstance(uncounted, int) and uncounted > 0:
+        return f"estimated: the {plural(uncounted, 'oldest message')} sized by length, not counted"
+    return "estimated: the oldest messages sized by their length, not counted"
 
 
 def fidelity_sentence(event: Mapping[str, Any], cut_held: str) -> str | None:
@@ -173,13 +184,13 @@ def error_text(error: object) -> str:
 _SHORT = 100  # characters of a first line shown: a tool's error, a message without --full
 
 
-def first_line(text: str) -> str:
-    """The first line of `text`, cut to `_SHORT` characters, ` …` when there is more: how
+def first_line(text: str, limit: int = _SHORT) -> str:
+    """The first line of `text`, cut to `limit` characters, ` …` when there is more: how
     `show` quotes a tool's error and a message's text on one line."""
     text = text.strip()
     line = text.split("\n", 1)[0]
-    more = len(line) > _SHORT or "\n" in text
-    return line[:_SHORT] + (" …" if more else "")
+    more = len(line) > limit or "\n" in text
+    return line[:limit] + (" …" if more else "")
 
 
 def quoted(text: str, limit: int = 200) -> str:

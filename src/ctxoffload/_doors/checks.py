@@ -3,9 +3,10 @@ the host's first call, never an `AttributeError` from inside the host's run."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
-from typing import Any
+from typing import Any, TypeVar
 
 from ..compression import ContextConfig
 from ..exceptions import ConfigError
@@ -13,6 +14,7 @@ from ..workspace import LocalWorkspace, Offloader, Workspace
 from .doors import Door
 
 __all__ = [
+    "arguments_checked",
     "checked_config",
     "checked_offloader",
     "checked_positive",
@@ -198,3 +200,50 @@ def _methods(protocol: type) -> list[str]:
         if callable(value) and not name.startswith("_")
     ]
     return list(dict.fromkeys(declared))
+
+
+_Door = TypeVar("_Door", bound=type)
+
+
+def arguments_checked(cls: _Door) -> _Door:
+    """A door's class whose constructor refuses a keyword it does not take with one
+    `ConfigError` naming the fix, as a config dict is refused, never Python's bare
+    `TypeError`: a setting of `ContextConfig` given to the door itself
+    (`ContextOffloadPlugin(ws, tool_result_limit=3000)`) names
+    `config=ContextConfig(tool_result_limit=3000)`; any other names what it takes.
+
+    Every door's class is built with it (the conformance suite holds each to it). A class
+    whose constructor hands the other keywords to its host's model (LlamaIndex's `Memory`, a
+    pydantic model) takes that model's fields too; one that hands any keyword on to code of
+    no declared fields is left as it is.
+    """
+    init = vars(cls).get("__init__") or cls.__init__  # type: ignore[misc]
+    parameters = list(inspect.signature(init).parameters.values())[1:]
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    takes = [p.name for p in parameters if p.kind in named]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        fields = getattr(cls, "model_fields", None)
+        if not isinstance(fields, dict):
+            return cls
+        takes += [name for name in fields if name not in takes]
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        unknown = [name for name in kwargs if name not in takes]
+        if unknown:
+            raise ConfigError(_not_taken(cls.__name__, unknown[0], kwargs[unknown[0]], takes))
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    return cls
+
+
+def _not_taken(adapter: str, name: str, value: object, takes: list[str]) -> str:
+    """What a door says of a keyword its constructor does not take."""
+    config = next((t for t in takes if t.endswith("config")), None)
+    if config is not None and name in ContextConfig.model_fields:
+        return (
+            f"{adapter} takes no {name}: it is a setting of ContextConfig, pass "
+            f"{config}=ContextConfig({name}={value!r})"
+        )
+    return f"{adapter} takes no argument {name!r}: it takes {', '.join(takes)}"

@@ -56,10 +56,13 @@ class BlockStore:
             self._announced = True
             await record_door(self.workspace, self.door, self.session_id)
 
-    async def store(self, key: str, data: bytes | str, content_type: str | None) -> str:
+    async def store(
+        self, key: str, data: bytes | str, content_type: str | None, *, tool_name: str = ""
+    ) -> str:
         """Store one block and return its reference (a path, or a bucket's URI): text (a
         `str`, or `text/plain` bytes that are UTF-8) as a `tool_result` file, any other bytes
-        in data/ named by a `data` event.
+        in data/ named by a `data` event. `tool_name`: the tool that gave it, when the key
+        says (else the store's `tool_name`).
 
         Raises:
             OffloadError: the workspace refused the write (disk full, store down).
@@ -67,14 +70,14 @@ class BlockStore:
         await self.announce()
         with writing_as(self.door.name, self.session_id):  # each line names its writer
             if isinstance(data, str):
-                return await self._text(key, data)
+                return await self._text(key, data, tool_name)
             if is_plain_text(content_type):
                 try:
                     text = data.decode("utf-8")
                 except UnicodeDecodeError:
                     pass  # not text after all: stored as bytes below, nothing altered
                 else:
-                    return await self._text(key, text)
+                    return await self._text(key, text, tool_name)
             reference = str(await self.workspace.store_bytes(data, content_type or None))
             stored = DataFile(
                 reference=reference,
@@ -85,8 +88,8 @@ class BlockStore:
             await self.workspace.record_event(self.session_id, stored.kind, **stored.fields())
             return reference
 
-    async def _text(self, key: str, text: str) -> str:
-        block = ToolResultBlock(id=str(key), name=self.tool_name, output=text)
+    async def _text(self, key: str, text: str, tool_name: str) -> str:
+        block = ToolResultBlock(id=str(key), name=tool_name or self.tool_name, output=text)
         return str(await self.workspace.offload_tool_result(self.session_id, block))
 
     async def retrieve(self, reference: str) -> tuple[bytes, str]:

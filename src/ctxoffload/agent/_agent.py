@@ -13,6 +13,7 @@ from typing import Any, Literal
 from .._disk import events
 from .._disk.compact_requests import CompactRequests
 from .._disk.ids import validate_session_id
+from .._doors.checks import arguments_checked
 from ..compression import (
     CompressionResult,
     ContextConfig,
@@ -63,6 +64,7 @@ __all__ = ["Agent"]
 logger = logging.getLogger("ctxoffload")
 
 
+@arguments_checked
 class Agent:
     """A ReAct agent whose context is kept within the model's window by offloading.
 
@@ -370,10 +372,8 @@ class Agent:
         try:
             response = await self._generate(record)
         except ContextOverflowError as overflow:
-            # Our count said it fits but the provider disagrees (a different tokenizer, say):
-            # compress once more and retry once.
-            # The provider's window is evidently smaller than this context, so compress as if
-            # the window were 90% of what we are sending now.
+            # Our count fit but the provider disagrees (another tokenizer): its window is smaller
+            # than this context, so compress once more as if it were 90% of what we send.
             logger.warning(
                 "the model reported a context overflow; running the pre_llm managers with "
                 "their activation rules ignored, then retrying once"

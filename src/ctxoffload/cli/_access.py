@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "checked_session_id",
     "committed_end",
+    "expanded_session",
     "hard_links_refused",
     "no_session",
     "open_backend",
@@ -213,10 +214,43 @@ def session_folder(workdir: str, session_id: str) -> str:
     """
     import stat
 
+    from .._disk.ids import is_session_id
+
+    given = getattr(session_id, "given", session_id)
+    # `a...b` is a plain name too: an abbreviation only when no session has that name.
+    dots = "..." in given and is_session_id(given) and session_entry(workdir, given) is None
+    if "…" in given or dots:
+        session_id = expanded_session(workdir, given)
     entry = session_entry(workdir, session_id)
     if entry is None or not stat.S_ISDIR(entry.st_mode):
         raise CliError(no_session(workdir, session_id))
     return session_id
+
+
+def expanded_session(workdir: str, given: str) -> str:
+    """The one session of the workspace that `given` shortens: `HEAD…TAIL` (or
+    `HEAD...TAIL`), as `ls` and `stats` print an id too long for the terminal, stands for
+    the session whose id begins with HEAD and ends with TAIL.
+
+    Raises:
+        CliError: no session, or more than one, has that beginning and end.
+    """
+    mark = "…" if "…" in given else "..."
+    head, _, tail = given.partition(mark)
+    found = [
+        s
+        for s in session_ids(workdir)
+        if len(s) >= len(head) + len(tail) and s.startswith(head) and s.endswith(tail)
+    ]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise CliError(no_session(workdir, given))
+    named = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+    raise CliError(
+        f"session {given!r} may be any of {len(found)} sessions ({named}): give more of its "
+        "id (`ctxoffload ls --json` prints each whole)"
+    )
 
 
 def checked_session_id(session_id: str) -> str:

@@ -23,7 +23,7 @@ __all__ = ["register", "run"]
 
 
 LS_COLUMNS = (
-    Column("session"),
+    Column("session", shorten=True),
     Column("last activity (UTC)", "last (UTC)", fold=True, keep=6),
     Column("steps", right=True, keep=5),
     Column("messages", "msgs", right=True, keep=4),

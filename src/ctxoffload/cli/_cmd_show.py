@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .._disk.events import EventKind
@@ -19,8 +19,8 @@ from ._access import open_workspace, session_folder
 from ._arguments import EXIT_OK, EXIT_PROBLEMS, Workdir, add_workdir
 from ._bucket import is_database_url, open_database
 from ._commands import COMMAND_HELP
-from ._describe import Timeline, by_agent, names_stored_files
-from ._output import json_text, shown
+from ._describe import Timeline, by_agent, names_stored_files, session_roots
+from ._output import fitted, json_text, shown, table_width
 from ._session_name import SessionName
 from ._view import (
     SessionLog,
@@ -155,28 +155,46 @@ def _show_timeline(
         files = [{"path": f"{DATA_DIR}/{name}", "bytes": sizes[name]} for name in data_files]
         out.write(f'], "data_files": {json_text(files)}}}\n')
         return
-    print(f"session {session} ({shown(os.path.join(workdir, SESSIONS_DIR, session))})")
-    # Paths into the workspace are written relative to it (the line above says where it is),
-    # so a line fits a terminal's width: references hold the workdir resolved, or a bucket's
-    # URI for a copy of one.
-    root = tuple(dict.fromkeys([os.path.realpath(workdir), workdir, shown(workdir)]))
+    # The terminal's width (or $COLUMNS), as a table takes it; in a pipe without $COLUMNS,
+    # whole lines (for grep).
+    width = None if full else table_width(sys.stdout)
+    folder = shown(os.path.join(workdir, SESSIONS_DIR, session))
+    head = f"session {session} ({folder})"
+    # The folder under the id when both do not fit: the id stays whole on its line.
+    fits = width is None or len(head) <= width
+    _print_lines([head] if fits else [f"session {session}", f"  in {folder}"])
+    # Paths into the session's folder are written relative to it, and other paths into the
+    # workspace relative to the workspace (the lines above say where both are), so a line
+    # fits 80 columns however long the session's id: references hold the workdir resolved,
+    # or a bucket's URI for a copy of one.
+    workspaces = tuple(dict.fromkeys([os.path.realpath(workdir), workdir, shown(workdir)]))
+    root = session_roots(workspaces, session)
     timeline = Timeline(
-        full=full, writers=writers, by_agent=agent, names_files=names_files, root=root
+        full=full,
+        writers=writers,
+        by_agent=agent,
+        names_files=names_files,
+        root=root,
+        width=width or 0,
     )
+
+    def fit(lines: list[str]) -> list[str]:
+        return lines if width is None else fitted(lines, width)
+
     empty = True
     for event in events:
         empty = False
-        _print_lines(timeline.add(event))
-    _print_lines(timeline.flush())
+        _print_lines(fit(timeline.add(event)))
+    _print_lines(fit(timeline.flush()))
     if empty:
         print(f"no record: {EVENTS_FILE} is missing or empty (nothing recorded yet)")
-    _print_subagents(workdir, session, events)
+    _print_subagents(workdir, session, events, fit)
     if data_files:
         print("data files:")
         for name in data_files:
             size = sizes[name]
             what = f"{size:,} bytes" if size is not None else "missing"
-            print(f"  {DATA_DIR}/{name} ({what})")
+            _print_lines(fit([f"  {DATA_DIR}/{name} ({what})"]))
 
 
 def _data_names(event: dict[str, Any]) -> Iterator[str]:
@@ -222,13 +240,18 @@ def _print_lines(lines: list[str]) -> None:
         print(line)
 
 
-def _print_subagents(workdir: str, session: str, events: Iterable[dict[str, Any]]) -> None:
+def _print_subagents(
+    workdir: str,
+    session: str,
+    events: Iterable[dict[str, Any]],
+    fit: Callable[[list[str]], list[str]],
+) -> None:
     """The tree of the sub-agents a session started, read from each one's own record."""
     lines: list[str] = []
     _subagent_tree(workdir, session, events, 1, lines, {session})
     if lines:
         print("sub-agents:")
-        _print_lines(lines)
+        _print_lines(fit(lines))
 
 
 def _subagent_tree(

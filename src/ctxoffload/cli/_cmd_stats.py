@@ -24,7 +24,7 @@ __all__ = ["register", "run"]
 
 
 STATS_COLUMNS = (
-    Column("session"),
+    Column("session", shorten=True),
     Column("offloaded", right=True, keep=8),
     Column("tokens kept out", "tokens out", right=True, keep=7),
     Column("truncations", "trunc.", right=True, keep=5),

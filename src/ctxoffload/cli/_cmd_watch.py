@@ -33,7 +33,7 @@ from ._access import (
 )
 from ._arguments import Workdir, add_json, add_workdir
 from ._commands import COMMAND_HELP
-from ._describe import NOT_BY_AGENT, Timeline, by_agent
+from ._describe import NOT_BY_AGENT, Timeline, by_agent, session_roots
 from ._output import json_text, shown
 from ._session_name import SessionName, said_session
 from ._watching import watch_sessions
@@ -375,7 +375,7 @@ class Follower:
         if timeline is None:
             described = self._started_by_agent(session)
             timeline = self.timelines[session] = Timeline(
-                by_agent=described, session=session, root=self._root()
+                by_agent=described, session=session, root=session_roots(self._root(), session)
             )
         if by_agent(event):
             timeline.by_agent = True
@@ -584,7 +584,9 @@ class StoreFollower(Follower):
             if events and session not in self.timelines and not self.as_json:
                 head = await self.store.read_lines(self._path(session, EVENTS_FILE), 1, 1)
                 self.timelines[session] = Timeline(
-                    by_agent=_opens_described(head), session=session, root=self._root()
+                    by_agent=_opens_described(head),
+                    session=session,
+                    root=session_roots(self._root(), session),
                 )
             out.extend(
                 self._in_order(session, self._path(session, EVENTS_FILE), events, rows, files)

@@ -24,6 +24,7 @@ __all__ = [
     "by_agent",
     "describe",
     "names_stored_files",
+    "session_roots",
     "summary_fields",
     "summary_lines",
     "writer_text",
@@ -32,6 +33,14 @@ __all__ = [
 NOT_BY_AGENT = "no Agent or door began this record: it holds offloads and compressions only"
 """What `show` and `watch` say of a session whose record says neither that an Agent wrote
 it nor which door (a `door` event says what each door records)."""
+
+
+def session_roots(workspaces: tuple[str, ...], session: str) -> tuple[str, ...]:
+    """A `Timeline`'s `root` for one session: its folder in each spelling of the workspace's
+    (a file of the session is named relative to it, as `tool_result-call_1.txt`, so a line
+    fits 80 columns however long the id), then the workspace's own (`data/...`)."""
+    own = [f"{at.rstrip('/')}/sessions/{session}" for at in workspaces]
+    return (*own, f"sessions/{session}", *workspaces)
 
 
 def by_agent(event: dict[str, Any]) -> bool:
@@ -99,6 +108,7 @@ class Timeline:
             so.
         root: the workspace's folder (each spelling of it): a line naming a file in it
             names it relative to it (`sessions/run-42/tool_result-call_1.txt`).
+        width: the columns a message's one line is cut to (0: its first 100 characters).
     """
 
     def __init__(
@@ -110,8 +120,10 @@ class Timeline:
         session: str | None = None,
         names_files: bool | None = None,
         root: tuple[str, ...] = (),
+        width: int = 0,
     ) -> None:
         self.by_agent = by_agent
+        self._width = width
         self.names_files = by_agent if names_files is None else names_files
         self._root = root
         self._full, self._writers, self._session = full, writers, session
@@ -188,6 +200,7 @@ class Timeline:
             by_agent=self.names_files,
             session=self._session,
             root=self._root,
+            width=self._width,
         )
 
 
@@ -199,6 +212,7 @@ def describe(
     by_agent: bool = True,
     session: str | None = None,
     root: tuple[str, ...] = (),
+    width: int = 0,
 ) -> list[str]:
     """The lines printed for one event: the first begins with its time (`HH:MM:SS`).
 
@@ -217,10 +231,11 @@ def describe(
             as given, a bucket's URI): in an event's own lines (not a message's text nor a
             summary's), a path into it is written relative to it, as
             `sessions/run-42/tool_result-call_1.txt`.
+        width: the columns a message's one line is cut to (0: its first 100 characters).
     """
     at = _time_of(event) + (f" {session}" if session is not None else "")
     try:
-        lines = _describe(event, at, full=full, by_agent=by_agent, root=root)
+        lines = _describe(event, at, full=full, by_agent=by_agent, root=root, width=width)
     except (AttributeError, KeyError, TypeError, ValueError, IndexError):
         # A line of JSON whose fields are not what this version writes: shown raw
         # rather than hidden, so nothing in the record is skipped silently.
@@ -266,11 +281,18 @@ def _relative(line: str, root: tuple[str, ...]) -> str:
 
 
 def _describe(
-    event: dict[str, Any], at: str, *, full: bool, by_agent: bool, root: tuple[str, ...] = ()
+    event: dict[str, Any],
+    at: str,
+    *,
+    full: bool,
+    by_agent: bool,
+    root: tuple[str, ...] = (),
+    width: int = 0,
 ) -> list[str]:
     kind = event["kind"]
     if kind == EventKind.MESSAGE:
-        return _message_event(event.get("message") or {}, at, full=full, root=root)
+        message = event.get("message") or {}
+        return _message_event(message, at, full=full, root=root, width=width)
     if kind == EventKind.SUMMARY:
         nested = event.get("summary")
         fields = nested if isinstance(nested, dict) else event
@@ -290,7 +312,7 @@ def _describe(
 
 
 def _message_event(
-    msg: dict[str, Any], at: str, *, full: bool, root: tuple[str, ...] = ()
+    msg: dict[str, Any], at: str, *, full: bool, root: tuple[str, ...] = (), width: int = 0
 ) -> list[str]:
     """The timeline's lines for a message the agent logged: its first line (the message's
     text as `text.message_lines` shows it), or with `full` all of it. A summary's fields
@@ -312,8 +334,27 @@ def _message_event(
         return []  # only tool calls: the model_call line names them
     if full:
         return [f"{at} {role} ({msg.get('id')}):"] + ["    " + t for t in body]
-    short = first_line("\n".join(body))
-    return [f"{at} {role}: {short}"]
+    lead = f"{at} {role}: "
+    if not width:
+        return [lead + first_line(_opening(body))]
+    # On one line within `width` (a preview; `--full` has it whole), cut after a word.
+    limit = max(20, width - len(lead) - 2)
+    text = _opening(body)
+    short = first_line(text, limit)
+    if len(text.split("\n", 1)[0]) > limit and " " in short[limit // 2 : -2]:
+        short = short[:-2].rsplit(" ", 1)[0].rstrip(" ,;:") + " …"
+    return [lead + short]
+
+
+def _opening(body: list[str]) -> str:
+    """A message's text with a first line that only heads the rest (`New task:`, which a
+    smolagents agent puts above the task) joined to the line after it: the one line shown
+    is then what the message says, not its heading and `…`."""
+    text = "\n".join(body).strip()
+    head, _, rest = text.partition("\n")
+    if head.endswith(":") and len(head) <= 40 and rest.strip():
+        return f"{head} {rest.lstrip()}"
+    return text
 
 
 # How `text.message_lines` begins the lines of a tool call.

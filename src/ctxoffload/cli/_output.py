@@ -30,6 +30,7 @@ __all__ = [
     "Column",
     "InertStream",
     "Progress",
+    "fitted",
     "human_bytes",
     "inert",
     "inert_bytes",
@@ -299,6 +300,10 @@ class Column:
             cut or wrapped.
         keep: its priority: when columns must be left out, the lowest goes first (ties: the
             rightmost first). The first column is never left out.
+        shorten: its cells are ids (the first column of `ls` and `stats`): one too wide for
+            its room is shortened in its middle, `HEAD…TAIL`, which a command's SESSION
+            takes (`expanded_session`), rather than folded into pieces no one can copy
+            (when the shortened ids would not all differ, they fold).
     """
 
     def __init__(
@@ -309,8 +314,10 @@ class Column:
         right: bool = False,
         fold: bool = False,
         keep: int = 0,
+        shorten: bool = False,
     ) -> None:
         self.header, self.short, self.right, self.fold, self.keep = header, short, right, fold, keep
+        self.shorten = shorten
 
 
 def table_width(stream: TextIO) -> int | None:
@@ -499,6 +506,8 @@ def print_table(
         rich = False
         shown, titles, widths = _fit_columns(columns, cells, width, _plain_chrome)
     cells = [[row[i] if i < len(row) else "" for i in shown] for row in cells]
+    if columns[0].shorten and width is not None:
+        _shorten_ids(cells, widths[0])
     aligned = [columns[i].right or i in right for i in shown]
     left_out = [columns[i].header for i in range(len(columns)) if i not in shown]
     note = f"({', '.join(left_out)}: left out to fit {width} columns)" if left_out else None
@@ -543,6 +552,52 @@ def print_table(
             stream.write(line + "\n")
     if note:
         stream.write(note + "\n")
+
+
+def fitted(lines: Iterable[str], width: int) -> list[str]:
+    """`lines` with each one wider than `width` folded at its spaces, what continues it
+    indented two columns past the text after its time (`HH:MM:SS   `); a word is never
+    broken (an id, a path: one wider than the room stands on a line of its own)."""
+    import textwrap
+
+    out: list[str] = []
+    for line in lines:
+        if _taken(line) <= width:
+            out.append(line)
+            continue
+        timed = line[:8].replace(":", "").isdigit() and line[2:3] == line[5:6] == ":"
+        start = 8 if timed else 0
+        lead = start + len(line[start:]) - len(line[start:].lstrip(" "))
+        indent = " " * min(lead + 2, width // 2)
+        out += textwrap.wrap(
+            line,
+            width,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [line]
+    return out
+
+
+def _shorten_ids(cells: list[list[str]], room: int) -> None:
+    """The first cell of each row, an id (after the indent of a sub-agent's `└ `) wider
+    than `room`, shortened in its middle to `HEAD…TAIL`; left as it is (to fold) when two
+    would read the same."""
+    shortened: list[str] = []
+    for row in cells:
+        text = row[0] if row else ""
+        name = text.lstrip(" └")
+        lead = text[: len(text) - len(name)]
+        keep = room - _taken(lead) - 1
+        if _taken(text) <= room or keep < 8 or not name.isascii():
+            shortened.append(text)
+            continue
+        tail = keep // 2
+        shortened.append(f"{lead}{name[: keep - tail]}…{name[len(name) - tail :]}")
+    if len(set(shortened)) == len(shortened):
+        for row, text in zip(cells, shortened, strict=True):
+            if row:
+                row[0] = text
 
 
 def _padded(text: str, width: int, *, right: bool) -> str:

@@ -78,6 +78,9 @@ class Projector:
         reader_tools: the tools the host's agent was given to read offloaded content back,
             named in every notice, placeholder and summary (`ReaderTools.among` of them); they
             take precedence over `config.reader_tools`.
+        reading: what the host reads through `project` when it is not a model call (a
+            LlamaIndex agent's memory: `"memory"`): each record then says `memory read`,
+            and the same history read again `memory read again`, never a retry.
 
     Raises:
         InvalidSessionId: `session_id` is not a plain name.
@@ -98,7 +101,9 @@ class Projector:
         counter: TokenCounter | None = None,
         context_window: int | None = None,
         reader_tools: ReaderTools | None = None,
+        reading: str | None = None,
     ) -> None:
+        self._reading = {} if reading is None else {"reading": reading}
         self._compressor = Compressor(
             config,
             model=model,
@@ -458,6 +463,7 @@ class Projector:
             outcome="projected",
             context_window=window,
             trigger_tokens=self._compressor.config.trigger_tokens(window),
+            **self._reading,
         )
         held, self._held = [*self._compressor.held_events(), *self._held], []
         await self._compressor.events(held)

@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .._doors.answers import answers_run
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import arguments_checked, checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.recent import weak_entry
@@ -84,6 +84,7 @@ class SessionBusyAborted(SessionBusyError, _HookAborted):  # type: ignore[misc]
         self.source = "ctxoffload"
 
 
+@arguments_checked
 class ContextOffloadHooks:
     """CrewAI hooks that offload big tool results and compact what each LLM call is sent,
     into a ctxoffload workspace.

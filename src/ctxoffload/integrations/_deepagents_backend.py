@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._disk.events import DataFile, EventKind
-from .._doors.checks import checked_workspace
+from .._doors.checks import arguments_checked, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.recent import RecentKeys
@@ -85,6 +85,7 @@ def _blocking_twin(method: Callable[..., Coroutine[Any, Any, _T]]) -> Callable[.
     return twin
 
 
+@arguments_checked
 class WorkspaceBackend(_protocol.BackendProtocol):  # type: ignore[misc]
     """A deepagents backend whose files are a ctxoffload session's, for one route.
 

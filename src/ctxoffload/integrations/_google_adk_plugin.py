@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from .._doors.answers import answers_run
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import arguments_checked, checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session
 from .._doors.runs import HostRuns, Kept
@@ -44,6 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised where ADK is absent
     raise ConfigError(INSTALL_HINT) from exc
 
 
+@arguments_checked
 class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
     """A Google ADK plugin that offloads big tool results and compacts what the model is sent,
     into a ctxoffload workspace.

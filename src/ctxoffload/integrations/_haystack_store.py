@@ -16,7 +16,7 @@ import mimetypes
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .._doors.checks import checked_positive, checked_workspace
+from .._doors.checks import arguments_checked, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.stores import BlockStore
@@ -38,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised where Haystack is abs
     raise ConfigError(INSTALL_HINT) from exc
 
 
+@arguments_checked
 class WorkspaceResultStore:
     """A Haystack `ToolResultStore` that keeps every result it is given in a ctxoffload
     workspace, whole, in one session.
@@ -113,7 +114,8 @@ class WorkspaceResultStore:
             # Haystack's key carries the content's extension (`3_fetch_call_1.txt`); the
             # file is named `tool_result-<key without it>.txt`.
             stem = key[: -len(".txt")] if key.endswith(".txt") else key
-            return self.loop.run(self.blocks.store(stem, content, "text/plain"))
+            named = _tool_of(stem)
+            return self.loop.run(self.blocks.store(stem, content, "text/plain", tool_name=named))
         media_type, _ = mimetypes.guess_type(key)
         return self.loop.run(self.blocks.store(key, bytes(content), media_type))
 
@@ -178,6 +180,20 @@ class WorkspaceResultStore:
 _DOOR = DOORS["haystack"]
 _TOOL_NAME = "haystack"
 """What the `tool_result` files' events name as the tool (the key says which tool it was)."""
+
+
+def _tool_of(key: str) -> str:
+    """The tool a Haystack key names, so `show` says `fetch_logs`, not `haystack`: its hook
+    keys a result `{step}_{tool}_{call id}`, its compactor `compacted_{tool}_{uuid hex}`.
+    A tool's name and a call's id may both hold `_`, so the call id is known by its shape
+    (a provider's `call_...`, `toolu_...`, `tooluse_...`, Haystack's own `call{n}`, a uuid's
+    hex), then `_{n}` for one block of several; a key of any other shape names no tool
+    ("": the store's own name)."""
+    import re
+
+    call = r"(?:call|toolu|tooluse)_?[A-Za-z0-9-]+|[0-9a-f]{32}"
+    found = re.fullmatch(rf"(?:\d+|compacted)_(?P<tool>.+?)_(?:{call})(?:_\d+)?", key)
+    return found["tool"] if found else ""
 
 
 def _as_tool(function: Callable[..., Awaitable[Any]], store: WorkspaceResultStore) -> Any:

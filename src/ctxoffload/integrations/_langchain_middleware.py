@@ -28,7 +28,7 @@ from typing import Annotated, Any
 from typing_extensions import NotRequired
 
 from .._doors.answers import answers_run
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import arguments_checked, checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.recent import weak_entry
@@ -78,6 +78,7 @@ class _OffloadState(_types.AgentState):  # type: ignore[misc]
     ctxoffload_run: NotRequired[Annotated[dict[str, str], _types.PrivateStateAttr]]  # type: ignore[valid-type]
 
 
+@arguments_checked
 class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
     """A LangChain `AgentMiddleware` that offloads big tool results and compacts what the
     model is sent, into a ctxoffload workspace.

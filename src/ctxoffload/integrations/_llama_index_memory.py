@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._doors.answers import answers_run
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import arguments_checked, checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_host_id
 from .._doors.runs import HostRuns
@@ -61,6 +61,7 @@ _DEFAULT_TOKEN_LIMIT = 30_000
 names one."""
 
 
+@arguments_checked
 class OffloadingMemory(_Memory):  # type: ignore[misc]
     """A LlamaIndex `Memory` that keeps every message, gives the agent the projection of its
     history, and stores big tool outputs whole, in a ctxoffload workspace.
@@ -172,6 +173,7 @@ class OffloadingMemory(_Memory):  # type: ignore[misc]
             model=summaries.model(),
             context_window=context.context_window or self.token_limit,
             reader_tools=reading.readers,
+            reading="memory",  # the agent reads its memory: its record says so, not "model call"
         )
         self._runs = HostRuns(checked, _DOOR)
         self._writer = uuid.uuid4().hex

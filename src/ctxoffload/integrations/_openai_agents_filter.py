@@ -17,7 +17,7 @@ import uuid
 import weakref
 from typing import Any
 
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import arguments_checked, checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session
 from .._doors.runs import HostRuns, Kept, record_door
@@ -39,6 +39,7 @@ __all__ = ["DOOR", "INSTALL_HINT", "OffloadingInputFilter", "sdk_run"]
 logger = logging.getLogger("ctxoffload")
 
 
+@arguments_checked
 class OffloadingInputFilter:
     """A `call_model_input_filter` for the OpenAI Agents SDK's `RunConfig` that offloads big
     tool outputs and compacts what the model is sent, into a ctxoffload workspace.

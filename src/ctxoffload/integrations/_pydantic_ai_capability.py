@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import arguments_checked, checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.runs import HostRuns, Kept
@@ -53,6 +53,7 @@ except ImportError as exc:  # pragma: no cover - exercised where pydantic-ai is 
     raise ConfigError(INSTALL_HINT) from exc
 
 
+@arguments_checked
 class ContextOffload(_AbstractCapability):  # type: ignore[misc]
     """A pydantic-ai capability that offloads big tool results and compacts what the model is
     sent, into a ctxoffload workspace.

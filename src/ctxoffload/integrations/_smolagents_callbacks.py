@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .._disk.compact_requests import CompactRequests
-from .._doors.checks import checked_config, checked_positive, checked_workspace
+from .._doors.checks import arguments_checked, checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.runs import begin_run
@@ -79,6 +79,7 @@ _FinalAnswerStep: Any = MEMORY.FinalAnswerStep
 _TaskStep: Any = MEMORY.TaskStep
 
 
+@arguments_checked
 class OffloadingStepCallbacks(dict[Any, list[Callable[..., None]]]):
     """smolagents step callbacks that offload big observations and compact the agent's memory
     into a ctxoffload workspace.

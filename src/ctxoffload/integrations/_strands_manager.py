@@ -20,7 +20,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 from .._disk.compact_requests import CompactRequests
-from .._doors.checks import checked_offloader
+from .._doors.checks import arguments_checked, checked_offloader
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
 from .._doors.runs import HostRuns
@@ -290,6 +290,7 @@ class _Bridge:
         return converse, (merged if len(converse) == len(merged) else None)
 
 
+@arguments_checked
 class OffloadingConversationManager(_ConversationManager):  # type: ignore[misc]
     """A Strands conversation manager that persists what it removes and says where.
 

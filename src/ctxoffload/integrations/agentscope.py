@@ -69,7 +69,7 @@ from typing import Any
 from .._disk.events import DataFile
 from .._disk.ids import door_session
 from .._disk.layout import DATA_REFERENCE
-from .._doors.checks import checked_offloader, checked_positive, not_a_capability
+from .._doors.checks import arguments_checked, checked_offloader, checked_positive, not_a_capability
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session
 from .._doors.runs import ANNOUNCED_KEPT, HostRuns
@@ -159,6 +159,7 @@ def _agentscope(module: str = "") -> Any:
         raise ConfigError(_INSTALL_HINT) from exc
 
 
+@arguments_checked
 class AgentScopeOffloader:
     """AgentScope's `Offloader` on a ctxoffload workspace, with the middleware and tools that
     complete it (see the module docstring).

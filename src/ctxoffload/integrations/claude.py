@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._disk.ids import session_id_for
-from .._doors.checks import checked_config, checked_workspace
+from .._doors.checks import arguments_checked, checked_config, checked_workspace
 from .._doors.claude_hooks import (
     compaction_context,
     hook_config,
@@ -63,6 +63,7 @@ INSTALL_HINT = "The Claude Agent SDK is not installed: pip install 'ctxoffload[c
 logger = logging.getLogger("ctxoffload")
 
 
+@arguments_checked
 class OffloadingHooks:
     """Claude Code's PostToolUse and PreCompact hooks on a ctxoffload workspace, as Claude
     Agent SDK callbacks (`matchers()` for `ClaudeAgentOptions(hooks=...)`).

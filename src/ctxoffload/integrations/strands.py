@@ -68,7 +68,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from .._disk.layout import DATA_DIR, is_data_name
-from .._doors.checks import checked_workspace
+from .._doors.checks import arguments_checked, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
 from .._doors.stores import BlockStore
@@ -132,6 +132,7 @@ def _shown(text: str, limit: int = 60) -> str:
     return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
+@arguments_checked
 class WorkspaceStorage:
     """Strands' storages on a ctxoffload workspace: `ContextOffloader`'s and the unified one.
 

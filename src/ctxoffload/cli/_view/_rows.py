@@ -309,9 +309,10 @@ def _read_row(source: _RowFacts, row: SessionRow, warnings: Warnings, then: str)
 
 def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
     """What a row shows of a session's events, counted in one pass (one line in memory at a
-    time): compressions, model calls, the messages logged as they entered the context, the
-    model calls `replay` says it replayed, and the session a sub-agent's session was started
-    by (`parent`) or a fork was made from."""
+    time): compressions, the steps of the model calls (a retry is no step more), the
+    messages logged as they entered the context, the model calls `replay` says it replayed,
+    and the session a sub-agent's session was started by (`parent`) or a fork was made
+    from."""
     facts: dict[str, Any] = {
         "compressions": 0,
         "model_calls": 0,
@@ -321,12 +322,17 @@ def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
         "forked_from": None,
     }
     seen: set[int] = set()
+    steps: set[int] = set()
     for event in events:
         if not is_event(event):
             continue
         kind = event.get("kind")
         facts["compressions"] += kind == EventKind.COMPRESSION
-        facts["model_calls"] += kind == EventKind.MODEL_CALL
+        if kind == EventKind.MODEL_CALL:
+            # Steps, as `show` numbers them: a retry, or a host reading the same history
+            # again (a LlamaIndex memory), is the same step, not one more.
+            step = event.get("step")
+            steps.add(step if isinstance(step, int) else -len(steps) - 1)
         if kind == EventKind.MESSAGE:
             # Once per message: an Agent logs a message again when it changed under its id
             # (an older one, every message it restored). The ids' hashes are kept, not the
@@ -345,6 +351,7 @@ def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
         origin = event.get("origin") if kind == EventKind.FORK else None
         if facts["forked_from"] is None and isinstance(origin, dict):
             facts["forked_from"] = _session_name(origin.get("session"))
+    facts["model_calls"] = len(steps)
     return facts
 
 

@@ -28,7 +28,14 @@ from ..._search.matcher import compile_matcher
 from ...exceptions import CliError, InvalidContent, InvalidReference
 from ...text import message_lines
 from .._access import session_folder
-from .._describe import NOT_BY_AGENT, Timeline, by_agent, describe, names_stored_files
+from .._describe import (
+    NOT_BY_AGENT,
+    Timeline,
+    by_agent,
+    describe,
+    names_stored_files,
+    session_roots,
+)
 from .._output import inert
 from .._view import SessionLog, Warnings, session_rows, shown_fields, step_messages
 
@@ -115,7 +122,9 @@ class UiModel:
             root = tuple(
                 dict.fromkeys([os.path.realpath(self.workdir), self.workdir, str(self.shown_as)])
             )
-            timeline = Timeline(by_agent=agent, names_files=names_files, root=root)
+            timeline = Timeline(
+                by_agent=agent, names_files=names_files, root=session_roots(root, folder)
+            )
             indexes: dict[int, int] = {}  # the index of each event held (by its id)
 
             def entries(parts: Iterable[tuple[dict[str, Any] | None, list[str]]]) -> None:
