@@ -132,7 +132,8 @@ def _numbers(seen: list[str]) -> list[tuple[str, str]]:
     for line in seen:
         if " context.jsonl line " in line:
             number, _, rest = line.split(" context.jsonl line ")[1].partition(" ")
-            found.append((number, rest.removeprefix("[user] ").strip()))
+            if rest.startswith("["):  # (a message's line, not an event naming the file)
+                found.append((number, rest.removeprefix("[user] ").strip()))
     return found
 
 

@@ -51,9 +51,14 @@ doors = pytest.mark.parametrize("driver", DRIVERS, ids=ids)
 
 
 def ctxoffload(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """The `ctxoffload` command, as a person runs it."""
+    """The `ctxoffload` command, as a person runs it in a pipe (no $COLUMNS: a host's run in
+    this process may leave one set, which would fold what the command prints)."""
+    env = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
     return subprocess.run(
-        [sys.executable, "-m", "ctxoffload", *map(str, args)], capture_output=True, text=True
+        [sys.executable, "-m", "ctxoffload", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -60,7 +61,8 @@ def compaction_hook(compactor: object) -> CompactionHook:
 
 def show(workdir: Path, session: str) -> str:
     command = [sys.executable, "-m", "ctxoffload", "show", session, "--workdir", str(workdir)]
-    done = subprocess.run(command, capture_output=True, text=True)
+    env = {name: value for name, value in os.environ.items() if name != "COLUMNS"}  # (a pipe)
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
