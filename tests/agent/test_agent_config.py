@@ -266,5 +266,5 @@ def test_context_config_takes_a_config_or_a_pipeline() -> None:
 def test_context_management_is_gone() -> None:
     """The spelling deprecated while 0.1.0 was developed is removed before its release: a
     ConfigError, as for any keyword a door does not take, listing what it takes."""
-    with pytest.raises(ConfigError, match="context_management.*context_config"):
+    with pytest.raises(ConfigError, match=r"context_management.*context_config"):
         Agent(model=ScriptedModel(["ok"]), context_management=ContextConfig())  # type: ignore[call-arg]
