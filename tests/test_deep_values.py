@@ -119,6 +119,7 @@ async def test_a_tool_output_of_json_nested_5000_deep_is_offloaded(tmp_path: Pat
     assert (tmp_path / "sessions" / "s1" / "tool_result-c1.txt").read_text() == deep_json
 
 
+@pytest.mark.slow
 async def test_clearing_a_call_whose_input_nests_5000_deep_stores_its_input(
     tmp_path: Path,
 ) -> None:

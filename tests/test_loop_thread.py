@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ctxoffload import ContextConfig, LocalWorkspace, Msg
 from ctxoffload._loop import CallerLoop, LoopThread, off_loop, run_private
 from ctxoffload.compression import Projector
@@ -70,6 +72,7 @@ def test_sync_code_run_on_a_private_loop_does_its_blocking_work_inline() -> None
     assert worker != loop_thread
 
 
+@pytest.mark.slow
 def test_a_sync_host_projects_without_a_worker_thread_for_its_files(tmp_path: Path) -> None:
     # In a fresh interpreter: the default executor's threads are named asyncio_N.
     program = textwrap.dedent(
@@ -235,6 +238,7 @@ def test_a_timer_due_while_the_interpreter_exits_says_nothing(tmp_path: Path) ->
     assert "Exception in callback" not in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_a_loop_keeps_nothing_of_the_context_its_first_caller_ran_in() -> None:
     """A door's hooks serve one request after another with one loop. The loop's wake-up
     reader kept a copy of the context it was made in, so the first request's context

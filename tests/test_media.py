@@ -72,6 +72,7 @@ def test_an_animated_gif_and_webp_are_images_too() -> None:
         assert check.media_type == media_type
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(400), deadline=None)
 @given(name=st.sampled_from(sorted(REAL)), cut=st.floats(0.0, 1.0, exclude_max=True))
 def test_a_truncated_image_is_never_sent(name: str, cut: float) -> None:

@@ -805,6 +805,7 @@ def openai_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     return messages
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(openai_conversations())
 def test_openai_round_trip_holds_for_generated_conversations(
@@ -862,6 +863,7 @@ def anthropic_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     return messages
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(anthropic_conversations(), st.none() | _text)
 def test_anthropic_round_trip_holds_for_generated_conversations(
@@ -978,6 +980,7 @@ def test_a_forked_child_draws_ids_of_its_own() -> None:
     assert not child & before
 
 
+@pytest.mark.slow
 def test_programs_that_seed_random_alike_still_draw_different_ids() -> None:
     program = (
         "import random; random.seed(0); from ctxoffload import Msg; "

@@ -145,6 +145,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+@pytest.mark.slow
 @SOURCE_PARSED_ONCE
 def test_the_source_has_no_import_cycle() -> None:
     graph = module_graph(SRC)
@@ -164,6 +165,7 @@ def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
     assert cycles(module_graph(package)) == [["pkg.a", "pkg.sub.b"]]
 
 
+@pytest.mark.slow
 @SOURCE_PARSED_ONCE
 def test_the_pillars_import_no_front() -> None:
     """The pillars (`_disk`, workspace, readback, compression) never import the agent, the CLI
@@ -214,6 +216,7 @@ def test_the_command_import_check_finds_the_viewer_importing_a_command(tmp_path:
     assert command_imports(module_graph(package)) == [("pkg.ui._model", "pkg._cmd_ls")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("package", PACKAGES)
 def test_every_public_name_imports_first_in_a_fresh_interpreter(package: str) -> None:
     names = public_names(package)
@@ -243,6 +246,7 @@ def test_the_first_import_check_reports_a_name_that_fails(tmp_path: Path) -> Non
     assert json.loads(done.stdout) == {"from broken_pkg import x": "ImportError: boom"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", sorted(INTEGRATIONS))
 def test_an_integration_imports_first_or_names_its_extra(module: str) -> None:
     """With its framework installed every public name imports first; without it, a name that

@@ -98,6 +98,7 @@ def test_a_secret_in_a_command_never_appears_in_any_output(
         assert shlex.quote(secret) not in shown, (argv, shown)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(
     secret=any_secret,
@@ -124,6 +125,7 @@ def test_a_secret_in_a_url_never_appears_in_any_output(secret: str, name: str, w
         assert secret not in text and encoded not in text, (url, text)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(200), deadline=None)
 @given(token=token_secret)
 def test_a_bearer_token_is_masked_in_an_argument_and_in_any_text(token: str) -> None:
@@ -203,6 +205,7 @@ def test_the_shapes_a_wrapped_command_hides_its_secrets_in_are_masked(
     assert "Zq7" not in secrets.mask(f"could not start {shlex.join(argv)}")
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(200), deadline=None)
 @given(secret=token_secret, name=st.sampled_from(SECRET_NAMES), quote=st.sampled_from("\"'"))
 def test_a_secret_in_a_quoted_field_or_a_nested_assignment_never_appears(

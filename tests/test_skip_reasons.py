@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import corpus_missing, install_hint
 
 TESTS = Path(__file__).resolve().parent
@@ -53,6 +55,7 @@ def test_every_framework_a_test_requires_is_an_extra_of_the_package() -> None:
     assert hinted <= extras(), f"not extras of the package: {sorted(hinted - extras())}"
 
 
+@pytest.mark.slow
 def test_a_missing_host_skips_with_the_command_that_installs_it() -> None:
     try:
         import pydantic_ai  # noqa: F401
@@ -64,6 +67,7 @@ def test_a_missing_host_skips_with_the_command_that_installs_it() -> None:
     assert "pip install -e '.[pydantic-ai]'" in out, out
 
 
+@pytest.mark.slow
 def test_without_the_corpus_no_case_is_an_empty_parameter_set(tmp_path: Path) -> None:
     """Where the corpus is missing, a test parametrised over its files skips with the one
     reason, never as pytest's bare "got empty parameter set" (an item id ending `NOTSET`)."""

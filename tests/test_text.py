@@ -120,6 +120,7 @@ def _agent_lines(workdir: Path, literal: str) -> set[int]:
     return {int(m) for m in re.findall(r"^sessions/s1/context\.jsonl:(\d+):", found, re.M)}
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(60), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(msgs=_messages(), data=st.data())
 def test_ctxoffload_grep_and_the_agents_grep_find_the_same_log_lines(
@@ -170,6 +171,7 @@ def test_a_payload_name_or_type_that_is_not_text_is_left_out(odd: object) -> Non
         assert "name=" not in lines[1] and "media_type=" not in lines[1]
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(200))
 @given(msgs=_messages())
 def test_the_text_of_a_message_is_its_lines_joined(msgs: list[Msg]) -> None:
@@ -234,6 +236,7 @@ def _own_messages(draw: st.DrawFn) -> Msg:
     return msg
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(500))
 @given(msg=_own_messages())
 def test_a_message_of_its_own_blocks_reads_as_the_walk_reads_it(msg: Msg) -> None:

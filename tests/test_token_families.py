@@ -116,6 +116,7 @@ def test_a_ratio_below_one_is_refused() -> None:
         CalibratedCounter(TiktokenCounter(), float("nan"), family="claude")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=corpus_missing())
 def test_the_claude_counter_never_counts_less_than_claude_did_on_the_corpus() -> None:
     """Every model call of the corpus's Claude Code transcripts (main agents and subagents):

@@ -437,6 +437,7 @@ def test_import_ctxoffload_does_not_import_tiktoken() -> None:
     _run_python(code, dict(os.environ))
 
 
+@pytest.mark.slow
 def test_exact_counts_work_with_the_network_disabled(isolated_tiktoken_env: Path) -> None:
     code = textwrap.dedent(
         """
@@ -677,6 +678,7 @@ def test_a_heuristic_count_is_whole() -> None:
 _ANY_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(80), deadline=None)
 @given(
     texts=st.lists(_ANY_TEXT, min_size=2, max_size=30),
@@ -863,6 +865,7 @@ def test_a_whitespace_run_is_encoded_in_pieces_of_bounded_size() -> None:
     assert sum(recording.sizes) == len(text)  # every character counted, once
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(200), deadline=None)
 @given(
     runs=st.lists(
@@ -933,6 +936,7 @@ def _corpus_strings() -> list[str]:
     return strings
 
 
+@pytest.mark.slow
 def test_the_fast_counter_counts_the_corpus_as_tiktoken_does() -> None:
     fast, reference = _counter(fast=True), _counter(fast=False)
     assert fast.source.startswith("rs-bpe"), "the test extra installs rs-bpe"
@@ -955,6 +959,7 @@ def _counter(*, fast: bool) -> Any:
     return _COUNTERS[fast]
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(400), deadline=None)
 @given(text=st.text(max_size=300))
 def test_the_fast_counter_counts_any_text_as_tiktoken_does(text: str) -> None:
@@ -999,6 +1004,7 @@ def _split_counter(name: str, fast: bool) -> Any:
 _CUT_CHARACTERS = " \n\r\t\u3000\x0b/-:()|'`.…09aZé"
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(alphabet=_CUT_CHARACTERS, max_size=120))
 @pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
@@ -1097,6 +1103,7 @@ def _assert_count_over_holds(
     return bounds
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(25), deadline=None)
 @given(
     piece=st.text(alphabet=_CUT_CHARACTERS, min_size=1, max_size=120),
@@ -1127,6 +1134,7 @@ def _size_counters() -> list[Any]:
     ]
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(
     text=st.text(
@@ -1175,6 +1183,7 @@ def test_an_output_shorter_than_its_limit_in_characters_may_be_over_it_in_tokens
     assert not fits_by_size(Own(), "", 300)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_a_huge_output_is_known_over_its_limit_from_its_first_lines_alone() -> None:
     # 10 MB of log lines: only the first 64 KB are tokenized, the estimate is within a
     # thousandth of the exact count, the bounds hold it.
@@ -1221,6 +1230,7 @@ def test_a_text_without_first_lines_to_decide_is_counted_whole(text: str) -> Non
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [3_000, 26_000, 100_000])
 @pytest.mark.parametrize(
     "line",

@@ -234,6 +234,7 @@ def _read(line: bytes) -> Any:
     return json.loads(line, parse_constant=lambda name: f"<{name}>")
 
 
+@pytest.mark.slow
 @given(fields=st.dictionaries(_any_text, _event_values, max_size=6))
 @settings(max_examples=examples(400), deadline=None)
 def test_an_event_line_reads_back_as_the_line_json_writes(fields: dict[str, Any]) -> None:

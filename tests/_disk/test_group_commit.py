@@ -314,6 +314,7 @@ THREADS = 16
 BATCHES = 50
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("commit", [True, False], ids=["committed", "plain"])
 def test_many_threads_find_each_batch_at_its_span_and_synced_before_it_returned(
     tmp_path: Path, dir_fd: int, fsync_watch: _FsyncWatch, commit: bool
@@ -660,6 +661,7 @@ def _check_log(rows: list[Any], acked: dict[str, tuple[int, int]]) -> None:
         assert positions.get(tag) == list(range(first, last + 1)), f"acknowledged {tag} lost"
 
 
+@pytest.mark.slow
 def test_a_process_killed_while_its_threads_append_loses_no_acknowledged_batch(
     tmp_path: Path, dir_fd: int, spawn_python: SpawnPython
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -70,6 +71,7 @@ class Foreign(BaseModel):
     timestamp: str
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(msg=_messages)
 def test_a_msg_row_gives_the_line_and_key_of_its_serialised_row(msg: Msg) -> None:
@@ -133,6 +135,7 @@ def _as_stored_before(msg: BaseModel) -> Any:
     return json.loads(msg.model_dump_json())
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(msg=_messages)
 def test_a_message_stored_without_a_payload_store_is_the_value_of_its_json(msg: Msg) -> None:

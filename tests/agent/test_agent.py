@@ -396,6 +396,7 @@ async def test_compress_context_takes_a_one_off_config(workspace: LocalWorkspace
     assert agent.context_config.context_window == 100_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fast", ["0", "1"], ids=["tiktoken", "rs-bpe"])
 @pytest.mark.parametrize("pad", WHITESPACE_PADDING)
 async def test_a_report_padded_with_a_megabyte_of_whitespace_is_offloaded(

@@ -29,6 +29,7 @@ def run_example(name: str, *args: str, env: dict[str, str] | None = None, cwd: P
     return done.stdout
 
 
+@pytest.mark.slow
 def test_workspace_tour_offloads_a_context_a_result_and_an_image(tmp_path: Path) -> None:
     out = run_example("workspace_tour.py", str(tmp_path / "ws"), cwd=tmp_path)
     session = tmp_path / "ws" / "sessions" / "run-42"
@@ -38,6 +39,7 @@ def test_workspace_tour_offloads_a_context_a_result_and_an_image(tmp_path: Path)
     assert "context.jsonl" in out and "grep -n ERROR" in out
 
 
+@pytest.mark.slow
 def test_custom_tool_example_shows_schema_and_truncation(tmp_path: Path) -> None:
     out = run_example("custom_tool.py", cwd=tmp_path)
     assert '"enum": [' in out and "<<<TRUNCATED>>>" in out
@@ -50,6 +52,7 @@ def test_custom_offloader_example_finds_the_failure(tmp_path: Path) -> None:
     assert database["rows"] == 1 and database["path"].endswith("offload.db")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["custom_tool.py", "custom_offloader.py", "workspace_tour.py"])
 def test_an_example_leaves_nothing_in_the_temporary_folder(tmp_path: Path, name: str) -> None:
     temp = tmp_path / "tmp"
@@ -59,6 +62,7 @@ def test_an_example_leaves_nothing_in_the_temporary_folder(tmp_path: Path, name:
     assert sorted(p.name for p in temp.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_quickstart_runs_against_an_openai_compatible_server(tmp_path: Path) -> None:
     with OpenAIServer() as server:
         server.add_completion(

@@ -179,6 +179,7 @@ asyncio.run(run(ws, ScriptedModel(default=summary)))
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["local", "bucket"])
 @pytest.mark.parametrize("window", [4500, 3000])
 async def test_a_summary_resumed_after_a_kill_mid_batch_names_exactly_its_lines(
@@ -337,6 +338,7 @@ async def _killed_in_memory() -> InMemoryWorkspace:
     return ws
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["local", "memory", "sqlite", "bucket"])
 async def test_a_reference_names_exactly_the_lines_of_its_messages_after_a_kill(
     tmp_path: Path,
@@ -480,6 +482,7 @@ asyncio.run(run(ws, ScriptedModel()))
 POINTS = ["offload", "read_back", "summary", "events_before", "events_after", "model", "state"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", POINTS)
 async def test_every_span_named_after_a_kill_holds_the_messages_it_names(
     workdir: Path, spawn_python: SpawnPython, point: str

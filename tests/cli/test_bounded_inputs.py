@@ -121,6 +121,7 @@ def test_a_deeply_nested_line_is_no_traceback(deep: Path, argv: list[str]) -> No
     assert done.returncode in (0, 1, 2), done.stderr
 
 
+@pytest.mark.slow
 def test_a_deeply_nested_line_is_reported_as_a_bad_line(deep: Path) -> None:
     ls = _run("ls", "--workdir", deep)
     assert ls.returncode == 0, ls.stderr
@@ -130,6 +131,7 @@ def test_a_deeply_nested_line_is_reported_as_a_bad_line(deep: Path) -> None:
     assert "nested more than" in verify.stdout
 
 
+@pytest.mark.slow
 def test_a_chain_of_1200_sub_agents_is_listed_each_under_the_one_before(tmp_path: Path) -> None:
     """Sub-agents of sub-agents, 1,200 deep, as parent links on disk: `ls` lists them all,
     in order, each one level under its parent (a recursive walk ended in RecursionError)."""
@@ -225,6 +227,7 @@ def test_a_hostile_number_on_any_option_is_no_traceback(
         assert done.err.strip().splitlines()[-1].startswith("ctxoffload "), done.err
 
 
+@pytest.mark.slow
 def test_a_hostile_deadline_in_the_environment_is_no_traceback(numbers_workspace: Path) -> None:
     for value in ["nan", "-1", HUGE, "inf", "1e309"]:
         done = subprocess.run(

@@ -245,6 +245,7 @@ def test_the_whole_help_loads_no_module_it_can_do_without() -> None:
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(
     words=st.lists(st.text(alphabet="ab-c", min_size=1, max_size=15), max_size=12),

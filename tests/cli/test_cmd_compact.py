@@ -64,6 +64,7 @@ def wait_for_event(workdir: Path, session: str, kind: str) -> dict[str, Any]:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_a_running_agent_compacts_at_its_next_step_and_names_the_request(tmp_path: Path) -> None:
     workdir, gate, out = tmp_path / "ws", tmp_path / "gate", tmp_path / "out.json"
     worker = start_worker(workdir, "live", gate, out)
@@ -114,6 +115,7 @@ def test_a_running_agent_compacts_at_its_next_step_and_names_the_request(tmp_pat
     assert f"compacted on the request {request['request']}" in shown
 
 
+@pytest.mark.slow
 def test_a_holder_that_dies_leaves_the_request_pending_and_the_next_holder_serves_it(
     tmp_path: Path,
 ) -> None:
@@ -233,6 +235,7 @@ def _with_a_block_of_a_newer_release(message: dict[str, Any], where: str) -> Non
         ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["content", "tool output"])
 def test_a_state_of_a_newer_release_is_refused_in_one_line_and_left_as_it_was(
     tmp_path: Path, where: str
@@ -275,6 +278,7 @@ def test_a_session_that_does_not_exist_is_refused_and_not_made(
     assert not (workdir / "sessions" / "ghost").exists()
 
 
+@pytest.mark.slow
 def test_requests_pending_together_are_served_by_one_compaction(
     tmp_path: Path, cli: Callable[..., Any]
 ) -> None:

@@ -138,6 +138,7 @@ def _demo_with_a_fork(workdir: Path, cli: Callable[..., Any]) -> None:
     )
 
 
+@pytest.mark.slow
 def test_gc_keeps_the_origin_of_a_fork_and_says_why(
     tmp_path: Path, cli: Callable[..., Any]
 ) -> None:
@@ -158,6 +159,7 @@ def test_gc_keeps_the_origin_of_a_fork_and_says_why(
     assert verified.code == 0, verified.out
 
 
+@pytest.mark.slow
 def test_gc_to_a_budget_after_a_fork_leaves_no_reference_naming_no_file(
     tmp_path: Path, cli: Callable[..., Any]
 ) -> None:

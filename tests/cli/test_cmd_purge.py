@@ -32,6 +32,7 @@ async def _fill(ws: Any) -> None:
 KINDS = ["folder", "sqlite", "postgres", "bucket"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_purge_removes_the_sessions_named_and_refuses_a_referenced_one(
     cli: Callable[..., Any], new_workspace: Callable[[str], tuple[str, Any]], kind: str
@@ -62,6 +63,7 @@ def test_purge_removes_the_sessions_named_and_refuses_a_referenced_one(
     assert missing.code == 2 and "no session 'run-1'" in missing.err and where in missing.err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_purge_refuses_a_session_another_process_holds(
     cli: Callable[..., Any],

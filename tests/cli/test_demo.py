@@ -25,6 +25,7 @@ from helpers import notes_in, tools_named, unreleased_leases
 # `demo` (tests/cli/conftest.py) is one `ctxoffload demo` run that these tests share.
 
 
+@pytest.mark.slow
 def test_demo_recovers_a_fact_only_a_file_still_holds(demo: Any) -> None:
     report = demo.report
     assert report.compressions >= 2
@@ -50,6 +51,7 @@ def test_the_model_never_saw_the_fact_before_grepping(demo: Any) -> None:
     assert "tool_result-call_2.txt" in seen[0]
 
 
+@pytest.mark.slow
 def test_demo_command_prints_the_report(demo: Any) -> None:
     """The command prints its report.
 
@@ -70,11 +72,13 @@ def test_demo_command_prints_the_report(demo: Any) -> None:
     assert f"the 7 tool schemas add {report.tools_tokens:,} to every call" in out
 
 
+@pytest.mark.slow
 def test_the_demo_releases_its_lease(demo: Any) -> None:
     assert (demo.workdir / "sessions" / "nightly-job" / "lease.json").exists()
     assert unreleased_leases(demo.workdir) == []
 
 
+@pytest.mark.slow
 def test_demo_in_a_deep_workdir_finds_the_log_through_the_session_folder(tmp_path: Path) -> None:
     """A long workspace path leaves room in the summary for the newest files only.
 
@@ -103,6 +107,7 @@ def test_demo_refuses_to_overwrite_a_session(tmp_path: Path) -> None:
     assert "already exists" in done.stderr
 
 
+@pytest.mark.slow
 def test_demo_with_a_relative_workdir(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "ctxoffload", "demo", "--workdir", "rel-ws"],
@@ -151,6 +156,7 @@ def tool_result_ids(message: dict[str, Any]) -> set[str]:
     return {b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [10, 40, 70, 100])
 def test_the_demo_story_holds_in_a_workdir_path_of_any_length(length: int) -> None:
     """At least three compressions; the answer names the failing order; and it was found by

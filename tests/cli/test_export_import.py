@@ -276,6 +276,7 @@ def test_a_session_folder_that_is_a_link_is_left_out(
     assert named.code == 2 and "no session 'x'" in named.err
 
 
+@pytest.mark.slow
 def test_every_line_is_kept_non_utf8_and_50_mb_too_and_a_torn_one_is_said(
     cli: Callable[..., Any], tmp_path: Path
 ) -> None:

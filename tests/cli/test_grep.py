@@ -303,6 +303,7 @@ _TOKENS = [
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(400), deadline=None)
 @given(
     tokens=st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=8),

@@ -238,6 +238,7 @@ def big_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return workdir
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
@@ -295,6 +296,7 @@ def mostly_printable_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path
     return workdir
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
@@ -346,6 +348,7 @@ def into_a_pipe(workdir: Path, args: list[str], engine: str, size: int | None) -
             os.close(write_end)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="pipes are widened on Linux only"
 )
@@ -497,6 +500,7 @@ def test_cli_grep_finds_the_lines_and_text_the_agents_grep_finds(
     assert [(hit["line"], hit["text"]) for hit in json.loads(out)] == agent
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(40), deadline=None)
 @given(
     lines=st.lists(

@@ -325,6 +325,7 @@ def test_a_workspace_that_cannot_be_written_is_a_non_blocking_error(tmp_path: Pa
     assert "is not a folder" in err and err.count("\n") == 1, err
 
 
+@pytest.mark.slow
 def test_the_workspace_defaults_to_dot_ctxoffload_in_the_project(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()

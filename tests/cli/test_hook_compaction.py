@@ -94,6 +94,7 @@ def test_a_longer_transcript_appends_only_what_is_new(tmp_path: Path) -> None:
     assert kept == every  # each record once, in order: none lost, none twice
 
 
+@pytest.mark.slow
 def test_two_hooks_at_once_lose_nothing_and_duplicate_nothing(tmp_path: Path) -> None:
     path = write_transcript(tmp_path / "t.jsonl", transcript_rows(300))
     ws = tmp_path / "ws"

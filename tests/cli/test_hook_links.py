@@ -118,6 +118,7 @@ def test_a_fifo_as_dot_ctxoffload_is_refused_without_waiting(tmp_path: Path) -> 
     assert_refused(done, "PostToolUse", "not a folder")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inside", ["sessions", "data"])
 def test_a_link_inside_dot_ctxoffload_is_refused(tmp_path: Path, inside: str) -> None:
     project = tmp_path / "cloned-repo"
@@ -140,6 +141,7 @@ def test_a_link_inside_dot_ctxoffload_is_refused(tmp_path: Path, inside: str) ->
     assert snapshot_tree(outside) == {}
 
 
+@pytest.mark.slow
 def test_a_project_folder_reached_through_a_link_is_the_users_choice(tmp_path: Path) -> None:
     real = tmp_path / "real-project"
     real.mkdir()

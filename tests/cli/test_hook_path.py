@@ -95,6 +95,7 @@ def hook_settings(program: list[str], env: dict[str, str], *extra: str) -> tuple
     return json.loads(done.stdout), done.stderr.decode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["console script", "python -m"])
 def test_the_printed_hooks_run_from_a_shell_whose_path_lacks_the_venv(
     tmp_path: Path, how: str
@@ -119,6 +120,7 @@ def test_the_printed_hooks_run_from_a_shell_whose_path_lacks_the_venv(
     run_the_three_hooks(commands, project, bare_env())
 
 
+@pytest.mark.slow
 def test_without_a_ctxoffload_script_the_interpreter_runs_it_and_no_project_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., Any]
 ) -> None:
@@ -146,6 +148,7 @@ def test_the_bare_command_fails_from_such_a_shell(tmp_path: Path) -> None:
     assert done.returncode == 127
 
 
+@pytest.mark.slow
 def test_settings_with_a_workdir_quote_it_after_the_absolute_command(tmp_path: Path) -> None:
     settings, _ = hook_settings(
         [str(VENV_BIN / "ctxoffload")], bare_env(), "--workdir", str(tmp_path / "my ws")
@@ -159,6 +162,7 @@ def test_settings_with_a_workdir_quote_it_after_the_absolute_command(tmp_path: P
     assert len(list((tmp_path / "my ws").glob("sessions/*/tool_result-*.txt"))) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("found_by", ["the clone's .venv", "PATH", "python3"])
 def test_the_plugin_runs_from_a_clone_whose_path_lacks_the_venv(
     tmp_path: Path, found_by: str
@@ -200,6 +204,7 @@ def test_the_plugin_without_ctxoffload_says_so_once_and_lets_claude_code_go_on(
     assert not (tmp_path / ".ctxoffload").exists()
 
 
+@pytest.mark.slow
 def test_a_project_cannot_stand_in_for_ctxoffload_in_the_python3_fallback(
     tmp_path: Path,
 ) -> None:

@@ -158,6 +158,7 @@ def listed_sessions_are_whole(target: Target, copy: Path) -> list[str]:
     return listed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(TARGETS))
 def test_an_import_killed_anywhere_leaves_whole_sessions_and_a_rerun_finishes_it(
     source: Path,

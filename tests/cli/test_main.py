@@ -263,6 +263,7 @@ def test_progress_is_drawn_on_a_terminal_only() -> None:
     assert pipe.getvalue() == ""
 
 
+@pytest.mark.slow
 def test_long_commands_show_progress_on_a_terminal_and_not_in_a_pipe(
     tmp_path: Path, filled: Path
 ) -> None:

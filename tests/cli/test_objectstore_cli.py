@@ -112,6 +112,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
+@pytest.mark.slow
 def test_ls_grep_cat_show_stats_read_the_bucket(
     env: dict[str, str],
     bucket: tuple[str, ObjectStoreWorkspace],
@@ -158,6 +159,7 @@ def test_ls_grep_cat_show_stats_read_the_bucket(
     assert copies() == before  # every temporary copy was removed
 
 
+@pytest.mark.slow
 def test_verify_finds_a_missing_segment(
     env: dict[str, str],
     bucket: tuple[str, ObjectStoreWorkspace],
@@ -237,6 +239,7 @@ def test_an_error_about_a_file_of_a_bucket_names_its_uri(
     assert tempfile.gettempdir() not in err, err
 
 
+@pytest.mark.slow
 def test_a_bucket_that_does_not_answer_is_one_line(
     env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -251,6 +254,7 @@ def test_a_bucket_that_does_not_answer_is_one_line(
     assert code == 2 and "CTXOFFLOAD_DEADLINE='soon'" in err
 
 
+@pytest.mark.slow
 def test_the_installed_command_reads_a_bucket(
     env: dict[str, str], bucket: tuple[str, ObjectStoreWorkspace]
 ) -> None:

@@ -36,6 +36,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_replayed_session_rebuilds_every_step(demo: Path, tmp_path: Path) -> None:
     transcript = tmp_path / "nightly.json"
     rows = [
@@ -247,6 +248,7 @@ def test_every_event_kind_reads_as_a_sentence_with_its_figures(event: dict[str, 
         assert f"{number:,}" in text, (number, text)
 
 
+@pytest.mark.slow
 def test_watch_prints_what_show_prints(demo: Path) -> None:
     shown = run("show", "nightly-job", "--workdir", str(demo)).splitlines()[1:]
     timeline = [line for line in shown if re.match(r"\d\d:\d\d:\d\d ", line)]

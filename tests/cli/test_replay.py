@@ -452,6 +452,7 @@ def test_a_peak_over_the_window_is_said(tmp_path: Path, cli: Callable[..., Any])
     assert "context_window 100 cannot hold" in small.err and "at least 379 tokens" in small.err
 
 
+@pytest.mark.slow
 def test_a_warning_of_every_run_is_said_once(tmp_path: Path) -> None:
     # Three configurations, one compressor each, the same misfit: one line on stderr (a real
     # process: in this one, pytest's log capture would take the line).

@@ -64,6 +64,7 @@ def _swe_agent(tool_call_ids: str) -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [5, None, ["x"], {"a": 1}, "other-agent-2", "x" * 10_000])
 @pytest.mark.parametrize("info", [False, True], ids=["chat", "mini-swe-agent's keys"])
 def test_a_trajectory_format_replay_does_not_know_is_said_in_one_line(
@@ -81,6 +82,7 @@ def test_a_trajectory_format_replay_does_not_know_is_said_in_one_line(
     assert chosen.returncode == 0, chosen.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "ids",
     [
@@ -118,6 +120,7 @@ def _openhands_line(instance_id: str, text: str) -> str:
     return json.dumps({"instance_id": instance_id, "history": history})
 
 
+@pytest.mark.slow
 def test_two_openhands_runs_with_one_instance_id_get_a_report_each(tmp_path: Path) -> None:
     transcript = tmp_path / "output.jsonl"
     transcript.write_text(_openhands_line("same", "a") + "\n" + _openhands_line("same", "b") + "\n")
@@ -129,6 +132,7 @@ def test_two_openhands_runs_with_one_instance_id_get_a_report_each(tmp_path: Pat
     assert runs == ["output-same", "output-same-2"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [990, 100_000])
 def test_a_deeply_nested_transcript_is_one_line(tmp_path: Path, depth: int) -> None:
     transcript = tmp_path / "t.json"
@@ -159,6 +163,7 @@ def test_a_hostile_config_is_one_line(tmp_path: Path, config: str, says: str) ->
     _one_line_error(_replay(tmp_path, transcript, "--config", path), says)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jsonl", [False, True], ids=["json", "jsonl"])
 def test_a_transcript_that_starts_with_a_byte_order_mark_is_replayed(
     tmp_path: Path, jsonl: bool
@@ -175,6 +180,7 @@ def test_a_transcript_that_starts_with_a_byte_order_mark_is_replayed(
     assert "model calls" in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fast", ["0", "1"], ids=["tiktoken", "rs-bpe"])
 def test_reports_padded_with_a_megabyte_of_whitespace_are_replayed(
     tmp_path: Path, fast: str
@@ -209,6 +215,7 @@ def _codex_row(payload: dict[str, object], second: int) -> str:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "arguments",
     ["[" * 5_000 + "]" * 5_000, '{"a":' * 5_000 + "1" + "}" * 5_000],

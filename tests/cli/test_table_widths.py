@@ -69,6 +69,7 @@ def _check(lines: list[str], width: int, headers: list[str], row: list[str]) -> 
     return left_out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["rich", "plain"])
 @pytest.mark.parametrize("width", [80, 120])
 def test_stats_fits_the_terminal(demo: Any, width: int, mode: str) -> None:

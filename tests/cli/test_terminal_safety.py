@@ -237,6 +237,7 @@ def _openhands_line(instance_id: str) -> str:
     return json.dumps({"instance_id": instance_id, "history": history})
 
 
+@pytest.mark.slow
 def test_replay_writes_no_control_sequence_from_a_run_name(tmp_path: Path) -> None:
     transcript = tmp_path / "output.jsonl"
     transcript.write_text(

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cli_workspace import unprivileged_prefix
 from watching import PATIENCE, end_watch, start_watch, stop_watch
 
@@ -45,6 +46,7 @@ WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_watch_follows_a_live_writer_and_ends_on_ctrl_c(filled: Path) -> None:
     watch = start_watch("--workdir", str(filled))
     try:
@@ -117,6 +119,7 @@ def _lines_of(workdir: Path, session: str) -> int:
     return len((workdir / "sessions" / session / "context.jsonl").read_bytes().splitlines())
 
 
+@pytest.mark.slow
 def test_watch_never_prints_a_batch_that_was_never_committed(filled: Path) -> None:
     session = filled / "sessions/run-1"
     committed = _lines_of(filled, "run-1")
@@ -144,6 +147,7 @@ def test_watch_never_prints_a_batch_that_was_never_committed(filled: Path) -> No
     assert "Traceback" not in said
 
 
+@pytest.mark.slow
 def test_watch_reads_again_lines_rewritten_under_where_it_was(filled: Path, tmp_path: Path) -> None:
     """A line watch read while the log's commit record was away (the whole log counts then)
     is trimmed once the record is back, and a message written where it was: watch goes back
@@ -176,6 +180,7 @@ def test_watch_reads_again_lines_rewritten_under_where_it_was(filled: Path, tmp_
     assert "Traceback" not in said
 
 
+@pytest.mark.slow
 def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path: Path) -> None:
     events = filled / "sessions/run-1/events.jsonl"
     outside = tmp_path / "out.jsonl"
@@ -212,6 +217,7 @@ def test_watch_refuses_a_hard_linked_log_once_and_goes_on(filled: Path, tmp_path
     assert "Traceback" not in said
 
 
+@pytest.mark.slow
 def test_watch_reports_a_log_it_cannot_read_once_and_goes_on(filled: Path, tmp_path: Path) -> None:
     prefix = unprivileged_prefix()
     events = filled / "sessions/run-1/events.jsonl"
@@ -230,6 +236,7 @@ def test_watch_reports_a_log_it_cannot_read_once_and_goes_on(filled: Path, tmp_p
     assert "Traceback" not in said
 
 
+@pytest.mark.slow
 def test_watch_waits_for_a_session_that_does_not_exist_yet(filled: Path) -> None:
     watch = start_watch("not-yet", "--wait", "--workdir", str(filled))
     try:
@@ -249,6 +256,7 @@ def test_watch_waits_for_a_session_that_does_not_exist_yet(filled: Path) -> None
     assert said.count("waiting for it") == 1 and "Traceback" not in said
 
 
+@pytest.mark.slow
 def test_watch_waits_for_a_host_conversation_by_the_hosts_own_id(filled: Path) -> None:
     """Started before a LangGraph thread's run, `watch 'team/alice:42' --wait` waits for the
     session the door will store the thread in, and follows it once it appears."""
@@ -311,6 +319,7 @@ def _append_outside(outside: Path) -> None:
             f.write(line)
 
 
+@pytest.mark.slow
 def test_watch_refuses_a_session_folder_swapped_for_a_link(filled: Path, tmp_path: Path) -> None:
     watch = start_watch("run-1", "--workdir", str(filled))
     try:
@@ -335,6 +344,7 @@ def test_watch_refuses_a_session_folder_swapped_for_a_link(filled: Path, tmp_pat
     assert said.count("sessions/run-1 is a symbolic link") == 1, said
 
 
+@pytest.mark.slow
 def test_watch_refuses_sessions_swapped_for_a_link(filled: Path, tmp_path: Path) -> None:
     watch = start_watch("--workdir", str(filled))
     try:
@@ -429,6 +439,7 @@ def _check_order(lines: list[str], session: str) -> None:
     assert done > 0 and rows == 0
 
 
+@pytest.mark.slow
 def test_watch_from_start_prints_what_show_prints_in_order(
     demo: Any, cli: Callable[..., Any]
 ) -> None:
@@ -444,6 +455,7 @@ def test_watch_from_start_prints_what_show_prints_in_order(
     assert len([line for line in others if " new file " in line]) == 9
 
 
+@pytest.mark.slow
 def test_watch_prints_a_live_agent_as_show_prints_it_after(
     tmp_path: Path, cli: Callable[..., Any]
 ) -> None:
@@ -477,6 +489,7 @@ def test_watch_prints_a_live_agent_as_show_prints_it_after(
     _check_order(printed, session)
 
 
+@pytest.mark.slow
 def test_watch_prints_a_summary_no_message_holds_once_under_its_compression(
     tmp_path: Path, cli: Callable[..., Any]
 ) -> None:
@@ -515,6 +528,7 @@ signal.signal(signal.SIGINT, _interrupted)
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_that_lands_in_a_string_exec_still_ends_watch_with_0(
     filled: Path, tmp_path: Path
 ) -> None:

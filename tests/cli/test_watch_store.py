@@ -44,6 +44,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return server.new_schema()  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_watch_follows_a_writer_process_in_a_database_and_ends_on_ctrl_c(db_url: str) -> None:
     url = db_url
     ws = SqlWorkspace(url)
@@ -137,6 +138,7 @@ def _numbers(seen: list[str]) -> list[tuple[str, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_watch_follows_a_session_purged_and_written_again(db_url: str) -> None:
     """As on a folder: a session purged while watch runs and written again from its first
     line is printed, each message under its number in the new log."""
@@ -190,6 +192,7 @@ def test_a_session_purged_and_written_again_between_two_looks_is_read_from_its_s
     ws.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("session", ["../x", "missing"])
 def test_watch_refuses_a_hostile_or_missing_session_in_a_database(
     tmp_path: Path, session: str

@@ -213,6 +213,7 @@ _VALUES = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])  # o200k, cl100k
 @settings(max_examples=examples(150), deadline=None)
 @given(
@@ -383,6 +384,7 @@ _COMMANDS = st.builds(
 _IDS = st.builds(lambda n: f"ORD-{n}", st.integers(10_000, 10_040))
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(60), deadline=None)
 @given(
     messages=st.lists(
@@ -434,6 +436,7 @@ _HOSTILE_PATHS = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(80), deadline=None)
 @given(
     entries=st.lists(
@@ -604,6 +607,7 @@ def test_a_directory_is_named_by_the_paths_that_go_through_it() -> None:
 _PART = st.sampled_from(["src", "a", "b", "lib", "x.py", "y.md", ".", "..", "pkg", "t"])
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(

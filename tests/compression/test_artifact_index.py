@@ -111,6 +111,7 @@ def placed_once(index: ArtifactIndex, found: list[FoundArtifact]) -> None:
     }
 
 
+@pytest.mark.slow
 def test_the_work_of_an_index_does_not_grow_with_what_left(rendered: Renders) -> None:
     """Sixteen times the paths (32,000 against 2,000) leave a 2,000-token index about as much
     to render and to count: what is weighed past the budget is bounded by what it holds, and
@@ -276,6 +277,7 @@ def test_what_a_build_remembers_of_its_renders_renders_what_a_fresh_render_does(
     assert folded and len(checked) > 30 and max(checked) > 100
 
 
+@pytest.mark.slow
 def test_the_index_oracle_replays_what_it_recorded_byte_for_byte(tmp_path: Any) -> None:
     """bench/index_oracle.py, which checks a faster index against the old one's texts: what it
     records of the corpus replay's indexes, built again by the same code, is the same."""

@@ -481,6 +481,7 @@ def test_the_scan_finds_what_the_patterns_find(text: str) -> None:
     assert found == reference_artifacts(msg)
 
 
+@pytest.mark.slow
 def test_the_scan_agrees_with_the_patterns_on_the_corpus() -> None:
     from corpus import conversations
 
@@ -537,6 +538,7 @@ _PIECES = [
 _SCANNED = st.lists(st.sampled_from(_PIECES), max_size=60).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(400), deadline=None)
 @given(text=_SCANNED)
 def test_the_patterns_the_set_rules_out_find_nothing(text: str) -> None:
@@ -557,6 +559,7 @@ _ASCII_PATHS = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(500), deadline=None)
 @given(text=_ASCII_PATHS)
 def test_a_path_in_ascii_text_is_found_without_its_capture_group(text: str) -> None:
@@ -579,6 +582,7 @@ _ASCII_VALUES = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(400), deadline=None)
 @given(text=_ASCII_VALUES)
 def test_the_paths_and_ids_of_an_ascii_text_are_kept_as_cutting_would_keep_them(
@@ -615,6 +619,7 @@ _PROMPTED = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(400), deadline=None)
 @given(text=_PROMPTED, cap=st.integers(1, 6))
 def test_prompt_lines_outside_a_fence_are_found_as_every_line_would_find_them(
@@ -688,6 +693,7 @@ _FENCED = st.lists(
 ).map("\n".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(600), deadline=None)
 @given(text=_FENCED, cap=st.integers(1, 8))
 def test_shell_blocks_are_found_as_reading_every_line_finds_them(text: str, cap: int) -> None:
@@ -721,6 +727,7 @@ _VALUES = st.one_of(
 ).filter(bool)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(400), deadline=None)
 @given(value=_VALUES, kind=st.sampled_from(["command", "path", "url", "id"]))
 def test_a_value_is_kept_as_cutting_it_would_keep_it(value: str, kind: str) -> None:

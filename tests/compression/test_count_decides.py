@@ -198,6 +198,7 @@ def session(steps: list[Any]) -> list[Msg]:
     return msgs
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(40),
     deadline=None,

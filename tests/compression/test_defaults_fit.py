@@ -110,6 +110,7 @@ def test_a_changed_copy_keeps_the_defaults_derived() -> None:
     assert copy.preview_budget(8_000) == 800
 
 
+@pytest.mark.slow
 def test_replay_with_a_small_window_and_no_config_says_nothing(tmp_path: Path) -> None:
     # A real process: in this one, pytest's log capture would take the line.
     transcript = tmp_path / "t.json"

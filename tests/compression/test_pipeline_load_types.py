@@ -181,6 +181,7 @@ JSON = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(kind=st.sampled_from(list(KINDS)), data=st.data())
 def test_any_json_value_in_any_field_loads_or_names_its_path(

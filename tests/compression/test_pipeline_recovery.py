@@ -206,6 +206,7 @@ CORPUS_CASES = corpus_cases(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", CORPUS_CASES)
 @pytest.mark.parametrize("name", list(PIPELINES))
 async def test_a_corpus_transcript_loses_nothing_under_each_documented_pipeline(

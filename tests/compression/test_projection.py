@@ -233,6 +233,7 @@ async def test_a_forced_projection_summarises_below_the_trigger_and_is_re_applie
     assert _bytes(await projector.project(history)) == _bytes(forced)
 
 
+@pytest.mark.slow
 async def test_show_rebuilds_what_each_projected_call_sent_and_a_retry_is_its_next_attempt(
     tmp_path: Path,
 ) -> None:
@@ -406,6 +407,7 @@ asyncio.run(projector.project(history))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["messages", "dicts"])
 def test_a_process_killed_between_a_compaction_and_its_record_loses_nothing(
     tmp_path: Path, form: str

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ctxoffload import ContextConfig, LocalWorkspace, Msg
 from ctxoffload.compression import Projector, is_summary_message
 from ctxoffload.model import ScriptedModel
@@ -98,6 +100,7 @@ async def test_a_request_with_nothing_to_compact_is_answered_all_the_same(
     assert answer["reason"].startswith("nothing to compact")
 
 
+@pytest.mark.slow
 async def test_the_command_leaves_a_projected_session_to_its_host(tmp_path: Path) -> None:
     # `ctxoffload compact` on a session a host projects: no state.json to compact in place,
     # so the request stays pending (exit 0: asked), and the host's next call serves it; the

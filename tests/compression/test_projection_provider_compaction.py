@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ctxoffload import ContextConfig, LocalWorkspace, Msg
 from ctxoffload.compression import Projector
 from ctxoffload.formats import to_anthropic
@@ -151,6 +153,7 @@ async def test_the_projection_is_byte_stable_and_a_second_call_appends_nothing(
     assert _log(local_ws, "t") == log
 
 
+@pytest.mark.slow
 async def test_a_restarted_process_projects_the_same_bytes_and_appends_nothing(
     local_ws: LocalWorkspace, workdir: Path, spawn_python: SpawnPython
 ) -> None:

@@ -101,6 +101,7 @@ _line = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(150),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -105,6 +105,7 @@ def _restarted(workdir: Path, form: str, start: int) -> list[str]:
     return sent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["messages", "dicts"])
 async def test_every_call_after_a_restart_sends_what_an_unbroken_run_sends(
     tmp_path: Path, form: str, caplog: pytest.LogCaptureFixture

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
@@ -397,6 +398,7 @@ async def check_recoverable(run: Run) -> None:
     assert sum(is_summary_message(m) for m in run.context) == (1 if run.compressions else 0)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(45),
     deadline=None,
@@ -423,6 +425,7 @@ def test_everything_that_leaves_the_context_is_recoverable_from_it(
         asyncio.run(scenario())
 
 
+@pytest.mark.slow
 def test_a_long_session_compresses_several_times_and_loses_nothing() -> None:
     """A fixed long session, so the invariant is checked on many compressions every run."""
     rng = random.Random(7)

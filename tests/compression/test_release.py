@@ -54,6 +54,7 @@ async def cut_then_release(
     return comp, kept, str(before.output), str(after.output)
 
 
+@pytest.mark.slow
 async def test_release_lets_go_of_the_whole_text_and_a_cut_again_reads_its_file(
     local_ws: LocalWorkspace,
 ) -> None:

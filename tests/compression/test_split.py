@@ -95,6 +95,7 @@ def test_turns_group_a_call_message_with_all_of_its_results() -> None:
     ]
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(
     shape=st.lists(

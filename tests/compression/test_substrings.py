@@ -6,6 +6,7 @@ hostile set of lines costs it a bounded number of lines read."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +37,7 @@ def _lines_naming(lines: list[str], value: str, kind: str) -> tuple[list[int], l
     return every, surely
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(400), deadline=None)
 @given(
     lines=st.lists(_TEXT, max_size=12),
@@ -104,6 +106,7 @@ def test_paths_of_one_listing_are_told_apart() -> None:
     assert held.names("pkg3/sub8", "path")  # (the folder of a path held)
 
 
+@pytest.mark.slow
 def test_values_nested_in_one_another_are_each_named_by_none_of_the_others() -> None:
     """A thousand values each a piece of the next (`/v/1`, `/v/11`, `/v/111`, ...; ids
     `X100`, `X1000`, ...; `make`, `make x`, `make x x`, ...): no line holds another whole.
@@ -136,6 +139,7 @@ def test_a_value_written_only_inside_longer_ones_many_times_is_safely_not_named(
         assert not late.names("/mnt/vol1", "path")
 
 
+@pytest.mark.slow
 def test_lines_of_one_character_cost_at_most_the_lines_it_reads() -> None:
     """Lines made of one character, where every run is in every line: a value is read in at
     most `MOST_READ` lines a start, and "no" is the safe answer past them."""

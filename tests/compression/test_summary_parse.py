@@ -150,6 +150,7 @@ _FENCES = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(200), deadline=None)
 @given(
     summary=_SUMMARIES,
@@ -185,6 +186,7 @@ def _only_whole_fields(found: SummaryReply, original: dict[str, Any]) -> None:
             assert value == original[name]
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(200), deadline=None)
 @given(
     summary=_SUMMARIES,

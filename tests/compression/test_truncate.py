@@ -240,6 +240,7 @@ async def test_binary_blocks_go_to_data_and_appear_as_one_data_line(
     assert COUNTER.count_text(out.output) <= 400
 
 
+@pytest.mark.slow
 async def test_a_notice_names_each_data_file_once_however_often_it_was_held(
     local_ws: LocalWorkspace,
 ) -> None:

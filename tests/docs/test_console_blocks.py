@@ -286,6 +286,7 @@ def demo_workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoWor
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", console_blocks(), ids=lambda b: b.where)
 def test_console_block(block: Block, demo_workspace: DemoWorkspace) -> None:
     if "skip" in block.annotations:
@@ -349,6 +350,7 @@ def test_each_block_starts_from_the_demo_workspace(
     assert report(verified, demo_workspace.run(verified)) is None
 
 
+@pytest.mark.slow
 def test_a_demo_line_runs_into_a_fresh_folder(
     tmp_path: Path, demo_workspace: DemoWorkspace
 ) -> None:

@@ -98,6 +98,7 @@ def count_test_functions() -> int:
     )
 
 
+@pytest.mark.slow
 def test_the_suite_figures_are_of_a_suite_this_size() -> None:
     """The benchmarks page states how many test functions its latest figures are of; once
     the suite holds a tenth more or fewer, those figures are of another suite: measure

@@ -79,14 +79,19 @@ def test_the_readme_opens_with_the_two_set_up_commands() -> None:
 
 def test_ci_runs_the_readme_test_command() -> None:
     """.ci/run makes its own virtual environment, then installs and tests as the README says
-    (it may install more extras beside `test`, such as `docs`)."""
+    (it may install more extras beside `test`, such as `docs`): with uv, a faster installer of
+    the same packages, and with pip where uv cannot be installed."""
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     install, test = SET_UP_TESTS.split(" && ")[2:]
     assert install == "pip install -e '.[test]'"
     assert re.search(r"^python3 -m venv ", script, re.M)
+    extras = r"-e '\.\[(\w+,)*test(,\w+)*\]'$"
+    assert re.search(rf"^ *python -m pip install (--quiet )?{extras}", script, re.M), (
+        f".ci/run does not run {install!r} where uv is missing"
+    )
     assert re.search(
-        r"^python -m pip install (--quiet )?-e '\.\[(\w+,)*test(,\w+)*\]'$", script, re.M
-    ), f".ci/run does not run {install!r}"
+        rf'^ *uv pip install (--quiet )?--python "\$venv/bin/python" {extras}', script, re.M
+    )
     assert re.search(rf"^{re.escape(test)}$", script, re.M), f".ci/run does not run {test!r}"
 
 
@@ -122,6 +127,7 @@ def test_the_demo_command_runs_as_written_in_a_copy_of_the_repository(tmp_path: 
     assert (workspace / "sessions" / "nightly-job" / "events.jsonl").is_file()
 
 
+@pytest.mark.slow
 def test_the_quickstart_run_twice_prints_nothing_on_stderr(tmp_path: Path) -> None:
     """A new user runs the quickstart again: it closed its agent, so the second run takes no
     lease over and prints no warning; it resumes run-42 and answers the same, and `show`

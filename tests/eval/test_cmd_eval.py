@@ -43,6 +43,7 @@ def _check(report: dict[str, Any], server: OpenAIServer) -> None:
     assert report["calls"] == len(server.requests)
 
 
+@pytest.mark.slow
 def test_the_demo_session_is_evaluated_with_and_without_one_read(
     demo_workdir: Path, reader_server: OpenAIServer
 ) -> None:
@@ -56,6 +57,7 @@ def test_the_demo_session_is_evaluated_with_and_without_one_read(
     assert {p["compaction"] for p in report["probes"]} == {1, 2, 3, 4}
 
 
+@pytest.mark.slow
 def test_the_call_count_is_printed_before_the_first_request(
     demo_workdir: Path, reader_server: OpenAIServer
 ) -> None:
@@ -75,6 +77,7 @@ def test_the_call_count_is_printed_before_the_first_request(
     assert "one read" in ran.out and "compaction 1" in ran.out
 
 
+@pytest.mark.slow
 def test_max_calls_stops_the_run(demo_workdir: Path, reader_server: OpenAIServer) -> None:
     report = _evaluated(demo_workdir, DEMO_SESSION, reader_server, "--max-calls", "4")
     assert len(reader_server.requests) <= 4
@@ -82,6 +85,7 @@ def test_max_calls_stops_the_run(demo_workdir: Path, reader_server: OpenAIServer
     assert report["not_asked"]
 
 
+@pytest.mark.slow
 def test_probes_lists_without_calling_a_model(demo_workdir: Path) -> None:
     ran = run_cli("--workdir", str(demo_workdir), "eval", DEMO_SESSION, "--probes", "--json")
     assert ran.code == 0
@@ -111,6 +115,7 @@ def test_a_hostile_session_id_is_refused_before_any_call(
     assert reader_server.requests == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "reply",
     [
@@ -142,6 +147,7 @@ def test_a_broken_server_stops_the_run_with_a_clear_error(
     assert "Traceback" not in ran.err
 
 
+@pytest.mark.slow
 def test_a_key_in_the_url_is_never_printed(demo_workdir: Path, reader_server: OpenAIServer) -> None:
     secret = "sk-test-0123456789abcdefSECRET"
     model = _model(reader_server).replace("http://", f"http://user:{secret}@")
@@ -162,6 +168,7 @@ def test_a_key_in_the_url_is_never_printed(demo_workdir: Path, reader_server: Op
     assert secret not in ran.out + ran.err
 
 
+@pytest.mark.slow
 def test_a_replayed_corpus_transcript_is_evaluated(
     tmp_path: Path, reader_server: OpenAIServer
 ) -> None:
@@ -183,6 +190,7 @@ def _strategies(workdir: Path, session: str, server: OpenAIServer, *more: str) -
     }
 
 
+@pytest.mark.slow
 def test_a_strategy_that_keeps_no_copy_ranks_last_on_the_demo(
     demo_workdir: Path, reader_server: OpenAIServer
 ) -> None:
@@ -196,6 +204,7 @@ def test_a_strategy_that_keeps_no_copy_ranks_last_on_the_demo(
     assert totals["langchain"]["tokens_summaries"] > 0 == totals["window"]["tokens_summaries"]
 
 
+@pytest.mark.slow
 def test_the_strategies_rank_as_the_files_do_on_a_corpus_transcript(
     tmp_path: Path, reader_server: OpenAIServer
 ) -> None:
@@ -223,6 +232,7 @@ def test_a_model_url_naming_no_model_is_refused(demo_workdir: Path, model: str) 
     assert "--model" in ran.err and "Traceback" not in ran.err
 
 
+@pytest.mark.slow
 def test_a_planted_link_is_never_read_through(demo_workdir: Path, tmp_path: Path) -> None:
     workdir = tmp_path / "ws"
     shutil.copytree(demo_workdir, workdir)

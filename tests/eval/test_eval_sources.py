@@ -26,6 +26,7 @@ def _json(*argv: str) -> dict[str, Any]:
     return json.loads(ran.out)
 
 
+@pytest.mark.slow
 def test_a_transcript_is_evaluated_under_every_strategy_in_one_command(
     reader_server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -65,6 +66,7 @@ def test_a_transcript_is_evaluated_under_every_strategy_in_one_command(
             )
 
 
+@pytest.mark.slow
 def test_max_calls_stops_a_transcripts_run_across_strategies(reader_server: OpenAIServer) -> None:
     report = _json(
         "eval", str(corpus_file(TRANSCRIPT)), "--model", f"{reader_server.base_url}/reader",
@@ -85,6 +87,7 @@ def test_a_strategy_not_offered_is_refused_before_any_call(reader_server: OpenAI
     assert reader_server.requests == []
 
 
+@pytest.mark.slow
 def test_a_judge_grades_the_open_probes(demo_workdir: Path, reader_server: OpenAIServer) -> None:
     base = reader_server.base_url
     report = _json(
@@ -108,6 +111,7 @@ def test_a_judge_grades_the_open_probes(demo_workdir: Path, reader_server: OpenA
     assert "graded by their key terms (no --judge)" in ran.out
 
 
+@pytest.mark.slow
 def test_the_price_gives_a_cost_before_any_call(
     demo_workdir: Path, reader_server: OpenAIServer
 ) -> None:
@@ -131,6 +135,7 @@ def _one_read(workdir: str, server: OpenAIServer) -> dict[str, Any]:
     return total | {"probes": report["probes"]}
 
 
+@pytest.mark.slow
 def test_a_session_in_a_database_is_evaluated(
     demo_workdir: Path, reader_server: OpenAIServer, tmp_path: Path
 ) -> None:
@@ -140,6 +145,7 @@ def test_a_session_in_a_database_is_evaluated(
     assert total["asked"] > 0 and total["one_read"] == total["asked"]
 
 
+@pytest.mark.slow
 def test_a_session_in_a_bucket_is_evaluated_its_urls_read_from_the_copy(
     demo_workdir: Path,
     reader_server: OpenAIServer,

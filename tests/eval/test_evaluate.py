@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from eval_session import DEMO_SESSION
 
 from ctxoffload import Msg, ScriptedModel, ToolCallBlock
@@ -17,6 +18,7 @@ async def _probes(workdir: Path) -> list[Probe]:
     return (await evaluate(str(workdir), DEMO_SESSION)).not_asked
 
 
+@pytest.mark.slow
 async def test_a_scripted_model_is_asked_after_the_plan(demo_workdir: Path) -> None:
     plans: list[Any] = []
     asked_after_plan: list[bool] = []
@@ -35,6 +37,7 @@ async def test_a_scripted_model_is_asked_after_the_plan(demo_workdir: Path) -> N
     assert by_category["error"]["no_tools"] == 0
 
 
+@pytest.mark.slow
 async def test_one_round_of_tool_calls_runs_against_the_workspace(demo_workdir: Path) -> None:
     stored = demo_workdir / "sessions" / DEMO_SESSION / "tool_result-call_2.txt"
     grep = Msg(
@@ -62,6 +65,7 @@ async def test_one_round_of_tool_calls_runs_against_the_workspace(demo_workdir: 
     assert report.not_asked == probes[1:]
 
 
+@pytest.mark.slow
 async def test_with_no_model_nothing_is_asked_and_every_probe_is_planned(
     demo_workdir: Path,
 ) -> None:
@@ -86,6 +90,7 @@ def _judge(verdict: str) -> tuple[ScriptedModel, list[str]]:
     return ScriptedModel([grade] * 40), prompts
 
 
+@pytest.mark.slow
 async def test_a_judge_grades_the_open_probes_and_its_verdicts_are_kept(
     demo_workdir: Path,
 ) -> None:
@@ -107,6 +112,7 @@ async def test_a_judge_grades_the_open_probes_and_its_verdicts_are_kept(
     assert probe["one_read"]["verdict"].startswith("CORRECT")
 
 
+@pytest.mark.slow
 async def test_a_judge_saying_incorrect_is_followed(demo_workdir: Path) -> None:
     judge, _ = _judge("INCORRECT: it does not say what was called")
     model = ScriptedModel([lambda messages: messages[-1].text] * 40)  # echoes the question
@@ -115,6 +121,7 @@ async def test_a_judge_saying_incorrect_is_followed(demo_workdir: Path) -> None:
     assert states and not any(r.no_tools_correct or r.one_read_correct for r in states)
 
 
+@pytest.mark.slow
 async def test_langchain_writes_a_summary_first_and_keeps_no_files(demo_workdir: Path) -> None:
     seen: list[list[Any]] = []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from eval_session import DEMO_SESSION
 
 from ctxoffload.eval._probes import normalised, probes_of, state_at_the_cut
@@ -21,6 +22,7 @@ def _line(session: Path, where: str) -> str:
     raise AssertionError(f"{where} names no line")
 
 
+@pytest.mark.slow
 def test_every_probe_names_the_line_that_holds_its_answer(demo_workdir: Path) -> None:
     record = read_record(str(demo_workdir), DEMO_SESSION)
     probes = list(probes_of(record))
@@ -36,6 +38,7 @@ def test_every_probe_names_the_line_that_holds_its_answer(demo_workdir: Path) ->
         assert normalised(probe.answer) in normalised(line), probe
 
 
+@pytest.mark.slow
 def test_a_probe_is_never_about_what_the_context_still_holds(demo_workdir: Path) -> None:
     record = read_record(str(demo_workdir), DEMO_SESSION)
     for probe in probes_of(record):
@@ -52,6 +55,7 @@ def test_a_probe_is_never_about_what_the_context_still_holds(demo_workdir: Path)
     assert "/srv/jobs/nightly" not in asked
 
 
+@pytest.mark.slow
 def test_a_stored_result_is_asked_from_its_file(demo_workdir: Path) -> None:
     probes = list(probes_of(read_record(str(demo_workdir), DEMO_SESSION)))
     error = next(p for p in probes if p.category == "error")
@@ -60,6 +64,7 @@ def test_a_stored_result_is_asked_from_its_file(demo_workdir: Path) -> None:
     assert next(p for p in probes if p.category == "id").answer == "ORD-58213"
 
 
+@pytest.mark.slow
 def test_the_same_record_gives_the_same_probes(demo_workdir: Path) -> None:
     first = list(probes_of(read_record(str(demo_workdir), DEMO_SESSION)))
     assert first == list(probes_of(read_record(str(demo_workdir), DEMO_SESSION)))
@@ -75,6 +80,7 @@ def test_a_session_without_compaction_has_no_probe(tmp_path: Path) -> None:
     assert list(probes_of(record)) == []
 
 
+@pytest.mark.slow
 def test_the_state_is_the_agents_last_step_before_the_cut(demo_workdir: Path) -> None:
     record = read_record(str(demo_workdir), DEMO_SESSION)
     states = [p for p in probes_of(record) if p.category == "state"]

@@ -81,6 +81,7 @@ async def test_a_real_image_is_an_image_to_read_and_binary_to_grep(tmp_path: Pat
         assert answer.startswith("Error:") and "binary" in answer, answer
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(60), deadline=None)
 @given(
     text=st.binary(max_size=300),

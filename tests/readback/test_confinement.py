@@ -150,6 +150,7 @@ while True:  # until killed
 """
 
 
+@pytest.mark.slow
 def test_a_file_swapped_for_an_outside_symlink_is_never_read(root: Path) -> None:
 
     victim = root / "sub" / "victim.txt"

@@ -15,6 +15,7 @@ from ctxoffload.readback import FileToolbox
 GUARD = 20  # seconds
 
 
+@pytest.mark.slow
 def test_grep_shows_a_window_around_a_match_in_a_50_mb_line(huge_root: Path) -> None:
     result = FileToolbox([huge_root]).grep("NEEDLE", "huge.txt")
     assert result.startswith("huge.txt:1:…")

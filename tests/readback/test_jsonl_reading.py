@@ -225,6 +225,7 @@ def messages(draw: st.DrawFn) -> Msg:
     return Msg(role="tool", content=[ToolResultBlock(id="c", name="bash", output=draw(text))])
 
 
+@pytest.mark.slow
 @given(st.lists(messages(), min_size=1, max_size=6), st.data())
 @settings(max_examples=examples(60), suppress_health_check=[HealthCheck.too_slow])
 def test_grep_finds_the_log_lines_that_the_rule_of_ctxoffload_text_finds(

@@ -95,6 +95,7 @@ def _cli(root: Path, pattern: str, *, every_line: bool) -> list[tuple[int, bytes
             os.close(fd)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(80), deadline=None)
 @given(messages=_MESSAGES, pattern=st.sampled_from(PATTERNS))
 def test_a_message_searched_whole_finds_what_its_lines_find(

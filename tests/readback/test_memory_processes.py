@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from memory_tools import memory_on
 
 SpawnPython = Callable[..., "subprocess.Popen[str]"]
@@ -47,6 +48,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 async def test_two_processes_editing_one_file_lose_no_edit(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:
@@ -100,6 +102,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 async def test_a_writer_killed_mid_write_leaves_the_old_or_the_new_file(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:

@@ -361,6 +361,7 @@ async def test_retrieval_tool_works_with_any_source_and_answers_errors_as_text()
 _LINE_PIECES = ["a", "é", "\r", "\xff", '{"role": "user", "content": "x\\ny"}', "", "€" * 3]
 
 
+@pytest.mark.slow
 @given(
     lines=st.lists(st.lists(st.sampled_from(_LINE_PIECES), max_size=4).map("".join), max_size=30),
     newline_at_end=st.booleans(),

@@ -39,6 +39,7 @@ def every_line(data: bytes, pattern: str, context: int) -> list[engine.Line]:
     return [(j + 1, lines[j], hits[j]) for j in sorted(shown)]
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(
     lines=st.lists(st.sampled_from(LINES), max_size=30),
@@ -93,6 +94,7 @@ def test_the_deadline_is_kept_inside_a_piece() -> None:
     assert len(judged) < 50_000
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(
     parts=st.lists(st.sampled_from([b"a", b"abc", b"\xc3\xa9", b"\xc3", b"\xa9", b"\xff", b"\n"])),

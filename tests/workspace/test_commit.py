@@ -150,6 +150,7 @@ def _kill_during_big_batch(workdir: Path, spawn_python: SpawnPython) -> bool:
     return "acknowledged" not in out and record is not None and record[0] == size
 
 
+@pytest.mark.slow
 async def test_kill_during_a_20000_line_batch_shows_none_of_it(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:
@@ -196,6 +197,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 async def test_readers_never_see_part_of_a_batch_in_progress(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:

@@ -142,6 +142,7 @@ async def test_concurrent_batches_stay_consecutive(workspace: Workspace) -> None
         assert [json.loads(x) for x in lines[ref.first_line - 1 : ref.last_line]] == batch
 
 
+@pytest.mark.slow
 def test_concurrent_processes_lose_no_line(workdir: Path, spawn_python: SpawnPython) -> None:
     # fsync off: it decides what survives a power cut, not whether appends interleave; the
     # run below with fsync on covers that path with fewer appends.
@@ -154,6 +155,7 @@ def test_concurrent_processes_lose_no_line(workdir: Path, spawn_python: SpawnPyt
     _check_shared_log(workdir, writers, count, outputs)
 
 
+@pytest.mark.slow
 def test_concurrent_processes_with_fsync_lose_no_line(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:
@@ -210,6 +212,7 @@ def _session_files(workdir: Path) -> list[Path]:
     return sorted((workdir / "sessions" / "s").iterdir())
 
 
+@pytest.mark.slow
 def test_tool_results_with_one_id_from_processes_get_distinct_intact_files(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:
@@ -229,6 +232,7 @@ def test_tool_results_with_one_id_from_processes_get_distinct_intact_files(
     assert sorted(map(str, on_disk)) == sorted(flat)
 
 
+@pytest.mark.slow
 def test_identical_tool_results_from_processes_share_one_file(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:
@@ -247,6 +251,7 @@ def test_identical_tool_results_from_processes_share_one_file(
 # -- data -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_same_image_offloaded_by_many_tasks_is_stored_once(
     workspace: Workspace,
 ) -> None:
@@ -263,6 +268,7 @@ async def test_same_image_offloaded_by_many_tasks_is_stored_once(
         assert [p.name for p in workspace.data_dir.iterdir()] == [Path(url).name]
 
 
+@pytest.mark.slow
 def test_same_image_offloaded_by_processes_is_stored_once(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:

@@ -107,6 +107,7 @@ def _kill_writers(spawn_python: SpawnPython, workdir: Path, seed: int) -> dict[s
     return acked
 
 
+@pytest.mark.slow
 async def test_killed_writers_lose_no_acknowledged_message(
     workdir: Path, spawn_python: SpawnPython, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -113,6 +113,7 @@ async def test_full_disk_log_takes_the_next_append_at_the_right_line(
     assert [m["content"] for m in await ws.read_context("s")][-1] == "after"
 
 
+@pytest.mark.slow
 def test_full_disk_tool_result_raises_and_leaves_no_file(
     workdir: Path, spawn_python: SpawnPython, session_with_history: Path
 ) -> None:

@@ -70,6 +70,7 @@ def plain(messages: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
+@pytest.mark.slow
 def test_a_fork_at_step_n_starts_from_what_show_prints_for_it(tmp_path: Path) -> None:
     ws = LocalWorkspace(tmp_path / "ws")
     asyncio.run(three_steps(ws))
@@ -141,6 +142,7 @@ async def test_a_fork_that_cannot_be_made_writes_nothing(tmp_path: Path) -> None
         await ws.fork_session("orig", "new", step=2)
 
 
+@pytest.mark.slow
 def test_fork_on_the_command_line_refuses_bad_input(tmp_path: Path) -> None:
     ws = LocalWorkspace(tmp_path / "ws")
     asyncio.run(three_steps(ws))
@@ -203,6 +205,7 @@ async def test_a_fork_of_a_session_being_written_names_the_step_its_state_was_sa
     assert len(state["messages"]) == len(sent) + 2
 
 
+@pytest.mark.slow
 def test_a_fork_skips_lines_of_the_record_that_are_not_events(tmp_path: Path) -> None:
     ws = LocalWorkspace(tmp_path / "ws")
     asyncio.run(three_steps(ws))
@@ -242,6 +245,7 @@ print(asyncio.run(fork(ws, sys.argv[2], int(sys.argv[3]))), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_two_forks_to_one_new_id_make_one_fork(
     tmp_path: Path, spawn_python: Callable[..., subprocess.Popen[str]]
 ) -> None:

@@ -175,6 +175,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 async def test_gc_while_an_agent_writes_loses_nothing_it_acknowledged(
     local_ws: LocalWorkspace, workdir: Path, spawn_python: SpawnPython
 ) -> None:

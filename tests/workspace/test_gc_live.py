@@ -36,7 +36,7 @@ def fetch_log(log: str) -> str:
     return "\n".join(f"{log} line {i} " + "words " * 6 for i in range(400))
 
 
-@pytest.fixture(params=["local", "s3", "memory", "sqlite"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.slow), "memory", "sqlite"])
 def collector(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     """A workspace with `gc`: a folder, a bucket on a real S3 API, obstore's memory store, a
     SQLite file."""
@@ -105,6 +105,7 @@ async def test_gc_keeps_the_origin_of_a_fork_while_the_fork_stays(collector: Any
     assert report.sessions_kept == {}
 
 
+@pytest.mark.slow
 async def test_gc_keeps_a_session_whose_lease_is_held(collector: Any) -> None:
     await collector.offload_tool_result("held", ToolResultBlock(id="c", output="h" * 1000))
     await collector.offload_tool_result("free", ToolResultBlock(id="c", output="f" * 1000))
@@ -127,6 +128,7 @@ async def test_gc_keeps_a_session_whose_lease_is_held(collector: Any) -> None:
     await again.release()
 
 
+@pytest.mark.slow
 async def test_gc_frees_a_lease_whose_object_this_process_dropped(collector: Any) -> None:
     # An agent dropped without aclose(), kept only by a reference cycle (a notebook cell run
     # again): its lease is free for gc as for the next agent.
@@ -138,6 +140,7 @@ async def test_gc_frees_a_lease_whose_object_this_process_dropped(collector: Any
     assert report.sessions_removed == ["dropped"] and report.sessions_kept == {}
 
 
+@pytest.mark.slow
 async def test_gc_keeps_what_a_leased_session_names(collector: Any) -> None:
     await offloading_session(collector, "nightly-job")
     await collector.fork_session("nightly-job", "nightly-retry")
@@ -215,6 +218,7 @@ print(json.dumps(dataclasses.asdict(report)))
 """
 
 
+@pytest.mark.slow
 async def test_gc_in_another_process_never_removes_a_session_a_live_agent_holds(
     tmp_path: Path, spawn_python: Any
 ) -> None:
@@ -279,6 +283,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["local", "s3"])
 async def test_gc_racing_a_lease_taker_never_removes_a_held_session(
     tmp_path: Path, spawn_python: Any, request: pytest.FixtureRequest, where: str
@@ -308,6 +313,7 @@ async def test_gc_racing_a_lease_taker_never_removes_a_held_session(
     assert await ws.list_sessions() == []
 
 
+@pytest.mark.slow
 async def test_a_bucket_session_whose_holder_process_lives_is_kept(s3: Any) -> None:
     url = f"s3://{s3.new_bucket()}/agents"
     env = {"CTXOFFLOAD_TEST_S3": json.dumps(s3.workspace_kwargs())}

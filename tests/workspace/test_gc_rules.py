@@ -79,6 +79,7 @@ def _reaches(usages: list[SessionUsage], start: str, goal: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(
     _workspaces(),

@@ -197,6 +197,7 @@ _NAME_CHARACTERS = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(500))
 @given(
     st.one_of(
@@ -364,6 +365,7 @@ def test_tool_file_stem_distinguishes_surrogate_pair_from_the_character() -> Non
     assert tool_file_stem("\ud83d\ude00") != tool_file_stem("\U0001f600")
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(st.lists(TOOL_IDS, min_size=2, max_size=8, unique=True))
 def test_tool_file_stem_never_maps_two_ids_to_one_stem(tool_ids: list[str]) -> None:
@@ -373,6 +375,7 @@ def test_tool_file_stem_never_maps_two_ids_to_one_stem(tool_ids: list[str]) -> N
     assert len(set(stems)) == len(tool_ids)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None)
 @given(tool_ids=st.lists(TOOL_IDS, min_size=1, max_size=4, unique=True))
 def test_hostile_tool_ids_stay_inside_the_session_and_never_share_a_file(

@@ -131,6 +131,7 @@ async def test_if_busy_is_checked() -> None:
 # -- real processes -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("if_busy", ["raise", "fork"])
 def test_two_processes_racing_for_one_session(tmp_path: Path, if_busy: str) -> None:
     """Two processes start an agent on one session id at the same moment: exactly one
@@ -267,6 +268,7 @@ async def test_taking_a_lease_of_another_host_or_an_odd_pid_is_a_warning(
     assert "another machine" in took[0].getMessage()
 
 
+@pytest.mark.slow
 async def test_a_killed_holder_in_a_bucket_is_taken_over_after_expiry(
     s3: S3Server, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -305,6 +307,7 @@ async def test_a_killed_holder_in_a_bucket_is_taken_over_after_expiry(
     await again.release()
 
 
+@pytest.mark.slow
 def test_two_processes_racing_for_one_session_in_a_bucket(s3: S3Server, tmp_path: Path) -> None:
     url = f"s3://{s3.new_bucket()}/agents"
     env = {"CTXOFFLOAD_TEST_S3": json.dumps(s3.workspace_kwargs())}
@@ -345,6 +348,7 @@ def test_sub_agent_session_names_stay_plain() -> None:
         assert validate_session_id(made) == made and "/" not in made and ".." not in made
 
 
+@pytest.mark.slow
 async def test_a_fork_of_a_busy_session_never_continues_an_earlier_fork(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

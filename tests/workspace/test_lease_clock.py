@@ -16,6 +16,7 @@ from s3_server import S3Server
 SKEW = 120.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("holder_skew", "taker_skew"),
     [(0.0, SKEW), (-SKEW, 0.0)],
@@ -44,6 +45,7 @@ def test_a_live_renewed_lease_is_never_taken_whatever_the_clocks_say(
         holder.communicate()
 
 
+@pytest.mark.slow
 def test_a_dead_holders_lease_is_taken_by_a_taker_whose_clock_is_behind(s3: S3Server) -> None:
     url = f"s3://{s3.new_bucket()}/agents"
     env = {"CTXOFFLOAD_TEST_S3": json.dumps(s3.workspace_kwargs())}

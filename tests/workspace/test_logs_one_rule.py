@@ -27,6 +27,7 @@ LINES = st.one_of(
 TORN_TAIL = st.sampled_from([b"", b'{"half": ', b"garbage without a newline"])
 
 
+@pytest.mark.slow
 @given(lines=st.lists(LINES, max_size=8), tail=TORN_TAIL)
 def test_a_log_held_in_memory_reads_as_the_same_bytes_on_disk(
     tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], tail: bytes

@@ -97,6 +97,7 @@ async def test_a_purged_session_starts_fresh_without_its_evictions() -> None:
     assert await ws.read_reference(new) == b"new"
 
 
+@pytest.mark.slow
 async def test_only_the_latest_evictions_are_remembered() -> None:
     ws = InMemoryWorkspace(evict_after_turns=1)
     kept = InMemoryWorkspace.evictions_remembered

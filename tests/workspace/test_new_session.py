@@ -44,6 +44,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 async def test_processes_drawing_one_id_at_once_each_get_a_new_session(
     tmp_path: Path, spawn_python: SpawnPython
 ) -> None:

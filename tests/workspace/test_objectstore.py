@@ -134,6 +134,7 @@ async def test_a_writer_that_lost_retries_at_once_and_learns_its_lines_after(
     assert [r["content"][0]["text"] for r in rows] == ["a", "b", "b2", "c", "c2", "d", "e"]
 
 
+@pytest.mark.slow
 async def test_a_fresh_writer_starts_from_the_tail_hint(make_ws: MakeWorkspace) -> None:
     writer = make_ws()
     for i in range(70):
@@ -681,6 +682,7 @@ async def test_throttling_past_the_deadline_is_offload_error_and_appends_nothing
         proxy.stop()
 
 
+@pytest.mark.slow
 async def test_an_error_at_the_deadline_means_the_write_did_not_happen(s3: S3Server) -> None:
     """A write held past the deadline: acknowledged and stored, or refused and never stored.
 
@@ -735,6 +737,7 @@ async def test_download_follows_no_link_planted_in_the_folder(
     assert sorted(p.name for p in victim.iterdir()) == ["tool_result-c.txt"]
 
 
+@pytest.mark.slow
 async def test_an_import_cut_is_listed_by_nothing_and_finished_by_the_next(
     ws: ObjectStoreWorkspace, url: str, s3: S3Server, tmp_path: Any
 ) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from ctxoffload import (
     Agent,
     ContextConfig,
@@ -51,6 +53,7 @@ def make_agent(model: ScriptedModel, ws: ObjectStoreWorkspace, **kwargs: Any) ->
     )
 
 
+@pytest.mark.slow
 async def test_agent_answer_is_recovered_after_truncation_and_two_compressions(
     s3: S3Server,
 ) -> None:
@@ -86,6 +89,7 @@ async def test_agent_answer_is_recovered_after_truncation_and_two_compressions(
     assert "tool_result-c0.txt" in str(rows[line - 1])
 
 
+@pytest.mark.slow
 async def test_store_outage_mid_run_drops_nothing_from_the_context() -> None:
     """The store goes down after three tool results: the rest of the run keeps everything.
 
@@ -129,6 +133,7 @@ async def test_store_outage_mid_run_drops_nothing_from_the_context() -> None:
     assert any("Read the logs n0 to n5." in str(m.model_dump()) for m in agent.messages)
 
 
+@pytest.mark.slow
 async def test_a_pin_survives_a_resume_from_the_bucket(s3: S3Server) -> None:
     url = f"s3://{s3.new_bucket()}/agents"
     ws = ObjectStoreWorkspace(url, **s3.workspace_kwargs())

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ctxoffload import ObjectStoreWorkspace
 from s3_server import S3Server
 
@@ -113,6 +115,7 @@ def run_writers(
     return [json.loads((out / f"{n}.json").read_text()) for n in range(processes)]
 
 
+@pytest.mark.slow
 def test_concurrent_appends_from_8_processes_lose_no_line(
     s3: S3Server, spawn_python: SpawnPython, tmp_path: Path
 ) -> None:
@@ -162,6 +165,7 @@ def test_concurrent_appends_from_8_processes_lose_no_line(
         assert max(waited) <= 4 * 7, f"writer {n} waited through {waited} segments"
 
 
+@pytest.mark.slow
 def test_concurrent_tool_results_with_one_id_are_never_overwritten(
     s3: S3Server, spawn_python: SpawnPython, tmp_path: Path
 ) -> None:
@@ -178,6 +182,7 @@ def test_concurrent_tool_results_with_one_id_are_never_overwritten(
     assert sorted(asyncio.run(ws.list_files("shared"))) == sorted(set(refs))
 
 
+@pytest.mark.slow
 def test_the_same_image_from_20_processes_is_one_object(
     s3: S3Server, spawn_python: SpawnPython, tmp_path: Path
 ) -> None:

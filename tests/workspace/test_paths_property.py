@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -125,6 +126,7 @@ async def _operations(ws: LocalWorkspace, workdir: Path, out: Path) -> list[Any]
     return results
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(60),
     deadline=None,

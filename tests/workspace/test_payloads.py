@@ -133,6 +133,7 @@ async def test_fifty_megabyte_tool_result_line_round_trips(local_ws: LocalWorksp
     assert (event["bytes"], event["lines"]) == (FIFTY_MB, 1)
 
 
+@pytest.mark.slow
 async def test_fifty_megabyte_context_line_round_trips(local_ws: LocalWorkspace) -> None:
     text = _fifty_mb_line()
     assert len(text.encode()) >= FIFTY_MB

@@ -109,6 +109,7 @@ OPENER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_processes_opening_a_new_schema_at_once_create_its_tables_once(url: str) -> None:
     at = str(time.time() + 3.0)  # all started (imports done) before any connects
     openers = [
@@ -198,6 +199,7 @@ def _plant_lease(url: str, expires_in: float, host: str) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_a_lease_is_judged_on_the_server_clock(
     url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -283,6 +285,7 @@ RESILIENT_APPENDER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_server_restarted_mid_run_loses_no_acknowledged_batch(
     url: str, postgres: PostgresServer, tmp_path: Path
 ) -> None:
@@ -427,6 +430,7 @@ def test_importing_ctxoffload_imports_no_driver() -> None:
 # -- following writes (what `ctxoffload watch` waits on) -------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_follower_is_told_of_a_write_committed_in_another_process(url: str) -> None:
     follower = SqlWorkspace(url)
     store = follower._sql  # the store `ctxoffload watch` follows

@@ -118,6 +118,7 @@ async def test_append_acknowledged_after_purge_is_at_the_line_it_reported(
     assert not [p for p in (workdir / "sessions").iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow
 async def test_purge_racing_tool_result_writers_never_raises_and_leaves_nothing(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:
@@ -194,6 +195,7 @@ async def test_initialize_removes_temp_files_no_writer_holds_and_killed_purges(
     assert not leftover_purge.exists()
 
 
+@pytest.mark.slow
 async def test_no_append_lands_in_a_log_after_its_purge_returned(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:
@@ -232,6 +234,7 @@ async def test_no_append_lands_in_a_log_after_its_purge_returned(
     assert late == 0, f"{late} of {len(held)} purged logs were written to after the purge"
 
 
+@pytest.mark.slow
 async def test_reads_racing_replacements_and_purges_see_whole_values_or_nothing(
     workdir: Path,
 ) -> None:

@@ -70,6 +70,7 @@ async def append_batches(ws: Workspace, batches: list[list[str]]) -> tuple[str, 
     return ref, stored
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(40),
     deadline=None,
@@ -100,6 +101,7 @@ def test_lines_of_a_log_in_memory_are_what_sed_prints(batches: list[list[str]]) 
     asyncio.run(run())
 
 
+@pytest.mark.slow
 async def test_lines_of_a_bucket_log_are_what_sed_prints(s3: S3Server) -> None:
     url = f"s3://{s3.new_bucket()}/agents"
     ws = ObjectStoreWorkspace(url, **s3.workspace_kwargs())
@@ -263,6 +265,7 @@ async def test_a_batch_after_a_torn_line_reads_back_whole(tmp_path: Path) -> Non
     await check_every_range(ws, str(events))
 
 
+@pytest.mark.slow
 def test_batches_appended_by_threads_read_back_at_their_spans(tmp_path: Path) -> None:
     # Eight threads append at once through one workspace (their batches share writes) and
     # through another (another open file): each batch's span reads back as exactly its own

@@ -107,6 +107,7 @@ def batches_of(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
 # -- many writers -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_processes_appending_to_one_session_lose_no_line(db_url: str) -> None:
     writers = [start_appender(db_url, tag, 60, 3) for tag in ("a", "b")]
     for writer in writers:
@@ -141,6 +142,7 @@ async def test_tasks_appending_at_once_get_consecutive_spans(db_url: str) -> Non
         assert len({json.loads(line)["content"].split()[0] for line in got.splitlines()}) == 1
 
 
+@pytest.mark.slow
 def test_a_writer_killed_mid_batch_leaves_no_part_of_it(db_url: str) -> None:
     # Batches of 400 messages of 2 KB: each a transaction of ~800 KB, long enough for the kill
     # to land inside one; whatever it cuts is absent, not half there.
@@ -190,6 +192,7 @@ async def test_a_repeated_message_is_not_written_again_by_another_object(db_url:
 # -- leases -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_process_holding_the_lease_keeps_others_out_until_it_is_killed(
     db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -219,6 +222,7 @@ async def _take_and_release(url: str) -> dict[str, Any]:
     return lease.holder
 
 
+@pytest.mark.slow
 def test_two_agents_racing_for_one_session_one_writes(db_url: str, tmp_path: Path) -> None:
     at = racing_start(tmp_path, 2)
     racers = [start_lease_worker("agent", db_url, "race", "raise", at) for _ in range(2)]
@@ -242,6 +246,7 @@ def _plant_lease(path: Path, expires_in: float, host: str) -> None:
     db.close()
 
 
+@pytest.mark.slow
 async def test_a_lease_is_judged_on_the_database_clock(
     url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -163,6 +163,7 @@ def test_payloads_that_name_no_place_are_refused(tmp_path: Path) -> None:
             SqlWorkspace(f"sqlite:///{tmp_path / 'a.db'}", payloads=bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 async def test_two_processes_storing_one_payload_at_once_leave_one_file_and_one_row(
     tmp_path: Path,
 ) -> None:
@@ -343,6 +344,7 @@ async def test_gc_removes_a_copy_in_the_folder_that_no_row_names_there(tmp_path:
     assert _sqlite_rows(db, "SELECT count(*) FROM data") == [(0,)]
 
 
+@pytest.mark.slow
 async def test_gc_racing_a_writer_that_reuses_an_old_payload_never_loses_it(
     tmp_path: Path, place: LocalWorkspace | ObjectStoreWorkspace
 ) -> None:

@@ -45,7 +45,9 @@ from helpers import SUMMARY, call, probe
 TTL = 0.4
 """The lease's time to live: renewed every third of it while its event loop runs."""
 
-LAPSING = ["sqlite", "postgres", "bucket"]
+LAPSING = ["sqlite", "postgres", pytest.param("bucket", marks=pytest.mark.slow)]
+"""A bucket's lease lapses only after the store's clock, which stamps whole seconds, has
+moved on: about 3 s of waiting a case, so its cases are among the tests marked slow."""
 
 
 @pytest.fixture
@@ -262,6 +264,7 @@ async def test_a_writer_whose_lease_was_taken_over_writes_nothing_more_to_the_se
     await lease.release()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("two_writers", LAPSING, indirect=True)
 async def test_a_lapsed_lease_nobody_took_is_renewed_by_the_next_write(
     two_writers: tuple[Any, Any, float],
@@ -339,6 +342,7 @@ def one_store(
     return kind, lambda: ObjectStoreWorkspace(url, **server.workspace_kwargs()), url
 
 
+@pytest.mark.slow
 def test_one_writer_writes_resumes_forks_and_is_compacted_as_before(
     one_store: tuple[str, Callable[[], Any], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

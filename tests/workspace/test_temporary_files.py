@@ -110,6 +110,7 @@ def _stop_while_writing(child: subprocess.Popen[str], folder: Path) -> list[Path
     raise AssertionError(f"no temporary file appeared in {folder} in 120 s")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 async def test_initialize_removes_a_killed_writers_temporary_file_at_once(
     workdir: Path, spawn_python: SpawnPython, kind: str
@@ -124,6 +125,7 @@ async def test_initialize_removes_a_killed_writers_temporary_file_at_once(
     assert _temporaries(folder) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 async def test_initialize_keeps_a_live_writers_temporary_file_however_old(
     workdir: Path, spawn_python: SpawnPython, kind: str
@@ -147,6 +149,7 @@ async def test_initialize_keeps_a_live_writers_temporary_file_however_old(
     assert "Traceback" not in err, err
 
 
+@pytest.mark.slow
 def test_a_tool_result_made_without_a_name_never_has_a_temporary_file(
     workdir: Path, spawn_python: SpawnPython
 ) -> None:

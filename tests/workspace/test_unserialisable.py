@@ -178,6 +178,7 @@ class Unprintable:
         raise RuntimeError("no repr for you")
 
 
+@pytest.mark.slow
 def test_text_form_writes_anything_without_recursing() -> None:
     cyclic: list[Any] = []
     cyclic.append(cyclic)
@@ -216,6 +217,7 @@ JSON_VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @given(JSON_VALUES)
 @settings(max_examples=examples(200), deadline=None)
 def test_the_text_form_of_a_json_value_is_its_compact_json(value: Any) -> None:
@@ -233,6 +235,7 @@ class CountedList(list[Any]):
         return super().__iter__()
 
 
+@pytest.mark.slow
 def test_text_form_with_a_limit_reads_only_the_start_of_a_deep_value() -> None:
     deep: Any = CountedList()
     for _ in range(50_000):

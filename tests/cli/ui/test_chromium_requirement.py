@@ -1,5 +1,6 @@
-"""The browser tests on a machine without Chromium: the README's test command still passes
-and says in one line which tests it did not run and how to run them; where `CI=true` they are
+"""The browser tests on a machine without Chromium: the run that holds them (the tests marked
+slow, `python -m pytest -q -m slow`, which the README's command leaves out and CI runs) still
+passes and says in one line which tests it did not run and how to run them; where `CI=true` they are
 required and fail. Each case runs the real browser tests in a pytest process of its own, with
 a PATH that holds no Chromium."""
 
@@ -31,7 +32,7 @@ def without_chromium(**extra: str) -> dict[str, str]:
 
 
 def run_browser_tests(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """`python -m pytest -q` on the browser tests, as the README runs the suite (-ra from
+    """`python -m pytest -q -m slow` on the browser tests, as CI runs them (-ra from
     pyproject.toml), in one process."""
     return subprocess.run(
         [
@@ -39,6 +40,8 @@ def run_browser_tests(tmp_path: Path, env: dict[str, str]) -> subprocess.Complet
             "-m",
             "pytest",
             "-q",
+            "-m",
+            "slow",
             "-n",
             "0",
             "-p",
@@ -54,6 +57,7 @@ def run_browser_tests(tmp_path: Path, env: dict[str, str]) -> subprocess.Complet
     )
 
 
+@pytest.mark.slow
 def test_without_chromium_the_browser_tests_skip_in_one_line(tmp_path: Path) -> None:
     done = run_browser_tests(tmp_path, without_chromium())
     assert done.returncode == 0, done.stdout + done.stderr
@@ -69,6 +73,7 @@ def test_without_chromium_the_browser_tests_skip_in_one_line(tmp_path: Path) -> 
     assert "apt-get install chromium" in line and "CI=true" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ci", ["true", "TRUE"])
 def test_where_ci_is_true_a_missing_chromium_fails_the_browser_tests(
     tmp_path: Path, ci: str

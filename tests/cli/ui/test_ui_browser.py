@@ -23,6 +23,7 @@ def open_session(page: Any, ui: Ui, session: str = "nightly-job") -> None:
     page.wait_for_selector(".step")
 
 
+@pytest.mark.slow
 def test_the_bars_are_the_numbers_show_json_gives(page: Any, ui: Ui) -> None:
     open_session(page, ui)
     shown = cli_json(ui.workdir, "show", "nightly-job", "--json")
@@ -56,6 +57,7 @@ def test_the_bars_are_the_numbers_show_json_gives(page: Any, ui: Ui) -> None:
     page.screenshot(path=str(artifacts() / "ui-timeline.png"))
 
 
+@pytest.mark.slow
 def test_a_step_shows_what_the_model_was_sent_and_its_files_open(page: Any, ui: Ui) -> None:
     open_session(page, ui)
     sent = cli_json(ui.workdir, "show", "nightly-job", "--step", "4", "--json")["messages"]
@@ -75,6 +77,7 @@ def test_a_step_shows_what_the_model_was_sent_and_its_files_open(page: Any, ui: 
     assert "read-only" in page.inner_text("#panel h3")
 
 
+@pytest.mark.slow
 def test_search_lists_what_grep_finds(page: Any, ui: Ui) -> None:
     open_session(page, ui)
     hits = cli_json(ui.workdir, "grep", "--json", "-F", "order_id=ORD-5821")
@@ -92,6 +95,7 @@ def test_search_lists_what_grep_finds(page: Any, ui: Ui) -> None:
     assert "ORD-5821" in page.inner_text("#file-text")
 
 
+@pytest.mark.slow
 def test_search_names_a_binary_file_no_search_reads(page: Any, tmp_path: Path) -> None:
     session = tmp_path / "sessions" / "s"
     session.mkdir(parents=True)
@@ -111,6 +115,7 @@ def test_search_names_a_binary_file_no_search_reads(page: Any, tmp_path: Path) -
         stop_ui(running)
 
 
+@pytest.mark.slow
 def test_the_difference_between_two_steps(page: Any, ui: Ui) -> None:
     open_session(page, ui)
     # The demo's first compression comes before step 5: messages leave between 4 and 5.
@@ -122,6 +127,7 @@ def test_the_difference_between_two_steps(page: Any, ui: Ui) -> None:
     assert page.locator("#panel .message.left").count() >= 1
 
 
+@pytest.mark.slow
 def test_a_new_step_appears_while_the_session_runs(page: Any, own_demo: Path) -> None:
     ui = start_ui(own_demo)
     try:
@@ -156,6 +162,7 @@ HOSTILE = (
 )
 
 
+@pytest.mark.slow
 def test_hostile_content_renders_as_inert_text(page: Any, tmp_path: Path) -> None:
     """A tool result holding markup, terminal escapes and a 5 MB line: the page shows each as
     text, runs nothing, and stays usable."""
@@ -221,6 +228,7 @@ def test_hostile_content_renders_as_inert_text(page: Any, tmp_path: Path) -> Non
         stop_ui(ui)
 
 
+@pytest.mark.slow
 def test_a_hostile_agent_or_model_name_is_inert_text(page: Any, tmp_path: Path) -> None:
     """The heading's agent and model come from the record as inert text, as every other
     field does: markup shows as the characters it is made of, escapes as `\\x1b`."""
@@ -255,6 +263,7 @@ def test_a_hostile_agent_or_model_name_is_inert_text(page: Any, tmp_path: Path) 
         stop_ui(ui)
 
 
+@pytest.mark.slow
 def test_the_token_reaches_no_other_port_of_127_0_0_1(page: Any, ui: Ui) -> None:
     """A browser sends 127.0.0.1's cookies to every port of it: the token is in no cookie,
     so another local server the same browser visits receives nothing it could replay."""
@@ -276,6 +285,7 @@ def test_the_token_reaches_no_other_port_of_127_0_0_1(page: Any, ui: Ui) -> None
         page.wait_for_selector("#live.on")
 
 
+@pytest.mark.slow
 def test_no_storage_keeps_the_token_and_a_reload_still_works(page: Any, ui: Ui) -> None:
     """The page holds the token in its script's memory only: no cookie, no sessionStorage, no
     localStorage; a reload opens the same address, with the token, and works."""
@@ -291,6 +301,7 @@ def test_no_storage_keeps_the_token_and_a_reload_still_works(page: Any, ui: Ui) 
     assert page.context.cookies() == []
 
 
+@pytest.mark.slow
 def test_two_viewers_on_two_ports_each_work(page: Any, ui: Ui, own_demo: Path) -> None:
     other = start_ui(own_demo)
     try:
@@ -306,6 +317,7 @@ def test_two_viewers_on_two_ports_each_work(page: Any, ui: Ui, own_demo: Path) -
         stop_ui(other)
 
 
+@pytest.mark.slow
 def test_many_tabs_of_one_viewer_all_load_and_follow_live(page: Any, own_demo: Path) -> None:
     """Eight tabs: more than the six connections a browser opens to one host. They share one
     live stream, so every tab loads, and each sees a new session; when the tab holding the
@@ -333,6 +345,7 @@ def test_many_tabs_of_one_viewer_all_load_and_follow_live(page: Any, own_demo: P
         stop_ui(ui)
 
 
+@pytest.mark.slow
 def test_numbers_json_cannot_spell_show_as_a_dash(page: Any, odd_numbers: Path) -> None:
     """A record's NaN and Infinity (sent as those words) show as – and draw as nothing."""
     ui = start_ui(odd_numbers)

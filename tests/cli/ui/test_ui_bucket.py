@@ -13,6 +13,7 @@ import time
 import urllib.parse
 from typing import Any
 
+import pytest
 from ui_running import start_ui, stop_ui
 
 from ctxoffload import Agent, ContextConfig, ObjectStoreWorkspace, Offloader, ScriptedModel
@@ -60,6 +61,7 @@ def listed_once(port: int, token: str, session: str) -> list[str]:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_the_page_reads_and_follows_a_bucket(s3: S3Server) -> None:
     url = f"s3://{s3.new_bucket()}/team"
     ws = ObjectStoreWorkspace(url, **s3.workspace_kwargs())

@@ -34,6 +34,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres").new_schema()  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_the_page_reads_and_follows_a_database(db_url: str) -> None:
     asyncio.run(run_agent(db_url, "run-1"))
     shown_url = SqlWorkspace(db_url).url  # as the workspace names itself (no password)

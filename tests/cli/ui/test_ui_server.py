@@ -171,6 +171,7 @@ def test_it_listens_on_loopback_only(ui: Ui) -> None:
         assert all("127.0.0.1:" in line for line in mine), mine
 
 
+@pytest.mark.slow
 def test_it_writes_nothing_and_answers_get_only(ui: Ui) -> None:
     before = snapshot_tree(ui.workdir)
     for method in ("POST", "PUT", "DELETE", "PATCH"):
@@ -218,6 +219,7 @@ def test_each_steps_parts_are_the_recorded_ones(ui: Ui) -> None:
     assert "compression" in marks and "offload" in marks
 
 
+@pytest.mark.slow
 def test_a_step_is_what_show_step_prints(ui: Ui) -> None:
     for step in (1, 4, 12):
         sent = cli_json(ui.workdir, "show", "nightly-job", "--step", str(step), "--json")
@@ -236,6 +238,7 @@ def test_a_step_is_what_show_step_prints(ui: Ui) -> None:
         assert not api(ui, "file", path=path)["error"], path
 
 
+@pytest.mark.slow
 def test_search_finds_what_grep_finds(ui: Ui) -> None:
     for pattern, flags in [
         ("ERROR", {}),
@@ -299,6 +302,7 @@ def test_the_difference_between_two_steps(ui: Ui) -> None:
 # -- hostile input -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_hostile_paths_and_session_ids_get_an_error_not_a_file(
     own_demo: Path, tmp_path: Path
 ) -> None:
@@ -334,6 +338,7 @@ def test_hostile_paths_and_session_ids_get_an_error_not_a_file(
         stop_ui(ui)
 
 
+@pytest.mark.slow
 def test_a_search_keeps_its_matches_when_a_file_cannot_be_read(
     own_demo: Path, tmp_path: Path
 ) -> None:
@@ -399,6 +404,7 @@ def test_numbers_json_cannot_spell_arrive_as_their_names(odd_numbers: Path) -> N
         stop_ui(ui)
 
 
+@pytest.mark.slow
 def test_a_chain_of_1200_sub_agents_is_listed(tmp_path: Path) -> None:
     names = asyncio.run(chain_of_sub_agents(tmp_path / "ws", 1200))
     ui = start_ui(tmp_path / "ws")
@@ -440,6 +446,7 @@ def test_a_workspace_removed_under_the_server_gets_answers(own_demo: Path) -> No
     assert "Traceback" not in said
 
 
+@pytest.mark.slow
 def test_a_silent_connection_is_closed_and_a_live_stream_stays_open(own_demo: Path) -> None:
     """A client that connects and sends nothing, or half a request line, is let go after a
     while; a live stream (long-lived on purpose) outlasts that and still brings changes."""
@@ -476,6 +483,7 @@ def trickle(port: int) -> None:
             assert not readable, "the server answered a request never finished"
 
 
+@pytest.mark.slow
 def test_a_trickling_client_is_cut_off_and_others_are_served_meanwhile(own_demo: Path) -> None:
     """One byte every 0.1 s never leaves a connection idle for long: it is the time to read
     the whole request that is bounded (`--request-timeout`)."""
@@ -491,6 +499,7 @@ def test_a_trickling_client_is_cut_off_and_others_are_served_meanwhile(own_demo:
         stop_ui(ui)
 
 
+@pytest.mark.slow
 def test_connections_beyond_the_limit_are_refused_until_one_ends(own_demo: Path) -> None:
     ui = start_ui(own_demo, "--request-timeout", "2", "--max-connections", "2")
     try:
