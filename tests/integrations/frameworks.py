@@ -26,11 +26,17 @@ import pytest
 from helpers import install_hint
 
 
+def required_frameworks() -> set[str]:
+    """The extras this run requires (``CTXOFFLOAD_REQUIRE_FRAMEWORKS``, comma-separated): set in
+    a host's environment by `.ci/run`, empty in the main run."""
+    names = os.environ.get("CTXOFFLOAD_REQUIRE_FRAMEWORKS", "").split(",")
+    return {name.strip() for name in names} - {""}
+
+
 def framework_required(extra: str) -> bool:
     """Whether this run requires the framework of the ctxoffload extra `extra`
     (``CTXOFFLOAD_REQUIRE_FRAMEWORKS`` names it): then a missing part fails, never skips."""
-    names = os.environ.get("CTXOFFLOAD_REQUIRE_FRAMEWORKS", "").split(",")
-    return extra in {name.strip() for name in names}
+    return extra in required_frameworks()
 
 
 def require_framework(module: str, extra: str) -> ModuleType:

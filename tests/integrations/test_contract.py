@@ -34,6 +34,7 @@ from contract import (
     readers_named,
     reading_notices,
     skip_unless,
+    skip_where_it_runs_elsewhere,
 )
 
 from ctxoffload import ConfigError, LocalWorkspace, SessionBusyError
@@ -48,6 +49,14 @@ def ids(driver: DoorDriver) -> str:
 
 
 doors = pytest.mark.parametrize("driver", DRIVERS, ids=ids)
+
+
+@pytest.fixture(autouse=True)
+def _once_in_its_own_environment(request: pytest.FixtureRequest) -> None:
+    callspec = getattr(request.node, "callspec", None)
+    driver = callspec.params.get("driver") if callspec is not None else None
+    if isinstance(driver, DoorDriver):
+        skip_where_it_runs_elsewhere(driver)
 
 
 def ctxoffload(*args: str | Path) -> subprocess.CompletedProcess[str]:
