@@ -259,7 +259,7 @@ def test_progress_is_drawn_on_a_terminal_only() -> None:
     for stream in (terminal, pipe):
         with Progress("verify: bytes", 10, stream=stream) as progress:
             progress.advance(10)
-    assert "verify: bytes 10/10" in terminal.getvalue()
+    assert "verify: bytes [##########] 10/10" in terminal.getvalue()
     assert pipe.getvalue() == ""
 
 

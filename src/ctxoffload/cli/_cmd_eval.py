@@ -19,6 +19,7 @@ from ._access import open_workspace, session_folder
 from ._arguments import Workdir, add_workdir
 from ._commands import COMMAND_HELP
 from ._eval_report import Unit, print_probes, print_reports
+from ._output import Progress
 from ._session_name import SessionName
 
 __all__ = ["model_endpoint", "register", "run"]
@@ -319,16 +320,20 @@ async def _run(
     shown_model = masked_url(args.model)
     _say_plan(args, units, written, shown_model)
     used = 0
+    label = ""
 
     def progress(done: int, total: int, probe: Any) -> None:
-        print(
-            f"ctxoffload eval: {done}/{total} compaction {probe.compaction} {probe.category}",
-            file=sys.stderr,
-            flush=True,
-        )
+        where = f"{label}, " if len(strategies) > 1 else ""
+        note = f"({where}compaction {probe.compaction}, {probe.category})"
+        if bar.enabled:  # a terminal: one line, drawn again in place
+            bar.advance(1, note)
+        elif done == total or 10 * done // total > 10 * (done - 1) // total:
+            # A pipe or a log: a line at each tenth of a strategy's probes.
+            print(f"ctxoffload eval: {done}/{total} probes {note}", file=sys.stderr, flush=True)
 
     try:
         async with contextlib.AsyncExitStack() as stack:
+            bar = stack.enter_context(Progress("ctxoffload eval: probes", _probes(units)))
             await stack.enter_async_context(model)
             if judge is not None:
                 await stack.enter_async_context(judge)
@@ -339,7 +344,9 @@ async def _run(
                 used += budget.calls
                 units = [Unit("written", "summary", workdir, s) for s in sessions] + units
                 units.sort(key=lambda u: strategies.index(u.label))
+                bar.total = None  # the written replay's probes are known once each is planned
             for unit in units:
+                label = unit.label
                 unit.report = await evaluate(
                     unit.workdir,
                     unit.session,
@@ -357,6 +364,11 @@ async def _run(
             code=1,
         ) from None
     return print_reports(units, strategies, args.target, used, as_json=args.json)
+
+
+def _probes(units: list[Unit]) -> int:
+    """The probes the units' plans ask."""
+    return sum(u.report.plan.probes for u in units)
 
 
 def _say_plan(args: argparse.Namespace, units: list[Unit], written: Any, shown_model: str) -> None:

@@ -667,7 +667,17 @@ class Progress:
         if self._last and now - self._last < 0.1 and (self.total is None or self.done < self.total):
             return
         self._last = now
-        of = f"/{self.total:,}" if self.total is not None else ""
-        line = inert(f"{self.label} {self.done:,}{of} {note}"[:200])
+        of = bar = ""
+        if self.total:
+            filled = min(10, 10 * self.done // self.total)
+            of, bar = f"/{self.total:,}", f"[{'#' * filled}{'.' * (10 - filled)}] "
+        # Within the terminal's width: a line that wraps is not redrawn in place.
+        line = inert(f"{self.label} {bar}{self.done:,}{of} {note}"[: self._width() - 1])
         raw_stream(self.stream).write(f"\r\x1b[K{line}")
         self.stream.flush()
+
+    def _width(self) -> int:
+        try:
+            return os.get_terminal_size(raw_stream(self.stream).fileno()).columns or 80
+        except (AttributeError, OSError, ValueError):  # no descriptor, or none of a terminal
+            return 80
