@@ -59,12 +59,17 @@ def compaction_hook(compactor: object) -> CompactionHook:
         return CompactionHook(compactor, context_window=WINDOW)  # type: ignore[arg-type]
 
 
-def show(workdir: Path, session: str) -> str:
-    command = [sys.executable, "-m", "ctxoffload", "show", session, "--workdir", str(workdir)]
+def ctxoffload(workdir: Path, *args: str) -> str:
+    """What `ctxoffload ARGS... --workdir WORKDIR` prints, run as in a pipe."""
+    command = [sys.executable, "-m", "ctxoffload", *args, "--workdir", str(workdir)]
     env = {name: value for name, value in os.environ.items() if name != "COLUMNS"}  # (a pipe)
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def show(workdir: Path, session: str) -> str:
+    return ctxoffload(workdir, "show", session)
 
 
 def test_a_5_mb_result_is_stored_whole_and_the_next_call_fits(tmp_path: Path) -> None:
@@ -93,6 +98,15 @@ def test_a_5_mb_result_is_stored_whole_and_the_next_call_fits(tmp_path: Path) ->
     # The tool by its name, read from Haystack's key, not the door's (issue 83, item 3).
     assert "stored the whole result of fetch (0_fetch_call_1): " in listing
     assert "result of haystack" not in listing
+    # What Haystack kept out is counted (issue 83, item 3: stats said 0 tokens kept out and
+    # 0 truncations beside the bytes offloaded, ls 0 messages for a session with no log).
+    assert "offloaded 1 block of fetch (0_fetch_call_1), " in listing
+    (figures,) = json.loads(ctxoffload(tmp_path / "ws", "stats", "nightly", "--json"))["sessions"]
+    assert figures["truncations"] == 1
+    # (An estimate: 5 MB is counted by its first lines, scaled to its length.)
+    assert figures["tokens_kept_out"] > tokens([("tool", BIG)]) // 2
+    (row,) = json.loads(ctxoffload(tmp_path / "ws", "ls", "--json"))
+    assert row["messages"] is None and row["steps"] is None
 
 
 @pytest.mark.parametrize("with_ids", [True, False], ids=["ids", "no-ids"])

@@ -82,7 +82,7 @@ def _estimate_basis(event: Mapping[str, Any]) -> str:
     """What an estimated `tokens_before` was made from, as `token_change` says it."""
     bounds = event.get("tokens_before_range")
     counted = bounds[0] if isinstance(bounds, list) and len(bounds) == 2 else None
-    if event.get("kind") == "truncation" and isinstance(counted, int):
+    if event.get("kind") in ("truncation", "offload") and isinstance(counted, int):
         tokens = figure(counted)
         return f"estimated: its first lines counted, {tokens} tokens, and scaled to its length"
     uncounted = event.get("tokens_before_uncounted")

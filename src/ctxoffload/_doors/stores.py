@@ -27,6 +27,9 @@ from .runs import record_door
 
 __all__ = ["BlockStore", "is_plain_text"]
 
+_PAGE_TOKENS = 2_000
+"""A stored text is counted whole up to many times this; past it, by its first lines."""
+
 
 class BlockStore:
     """Blocks of one session of a workspace, stored whole under a key, read back by reference.
@@ -89,8 +92,33 @@ class BlockStore:
             return reference
 
     async def _text(self, key: str, text: str, tool_name: str) -> str:
-        block = ToolResultBlock(id=str(key), name=tool_name or self.tool_name, output=text)
-        return str(await self.workspace.offload_tool_result(self.session_id, block))
+        name = tool_name or self.tool_name
+        block = ToolResultBlock(id=str(key), name=name, output=text)
+        reference = str(await self.workspace.offload_tool_result(self.session_id, block))
+        # The host puts the reference where the result was: that is what the store kept out
+        # of the context, recorded as an offload (stats' tokens kept out and its count, the
+        # line show prints), counted as the door core counts: a text far over a page by its
+        # first lines, scaled, and said to be an estimate.
+        from .._tokens.counters import count_over
+        from ..tokens import get_token_counter
+
+        counter = get_token_counter()
+        tokens, bounds = count_over(counter, text, _PAGE_TOKENS)
+        estimated = {} if bounds is None else {"tokens_before_exact": False}
+        await self.workspace.record_event(
+            self.session_id,
+            EventKind.OFFLOAD,
+            tool_id=str(key),
+            tool_name=name,
+            blocks=1,
+            references=[reference],
+            bytes=len(text.encode("utf-8", "surrogatepass")),
+            tokens_before=tokens,
+            tokens_after=counter.count_text(reference),
+            **estimated,
+            **({"tokens_before_range": list(bounds)} if bounds is not None else {}),
+        )
+        return reference
 
     async def retrieve(self, reference: str) -> tuple[bytes, str]:
         """The bytes and media type behind a reference `store` returned.
