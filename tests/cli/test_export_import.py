@@ -505,3 +505,35 @@ def test_an_exported_session_keeps_its_last_activity(
     folder = tmp_path / "ws" / "sessions" / "run-1"
     commit = folder / "context.jsonl.commit"
     assert os.stat(commit).st_mtime_ns == os.stat(folder / "context.jsonl").st_mtime_ns
+
+
+def test_ls_and_stats_date_an_imported_session_by_its_record_not_by_the_import(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A session's last activity is its latest event's time, which an import keeps; the
+    files' times are the import's (a folder copied, rows written into SQLite now)."""
+    asyncio.run(fill(LocalWorkspace(tmp_path / "ws", fsync=False)))
+    events = tmp_path / "ws" / "sessions" / "run-1" / "events.jsonl"
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    for i, event in enumerate(lines):  # the run happened in 2021, a minute an event
+        event["time"] = f"2021-05-04T03:{i:02d}:01.250+00:00"
+    events.write_text("".join(json.dumps(event) + "\n" for event in lines))
+    last = f"2021-05-04 03:{len(lines) - 1:02d}:01"
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    assert cli("import", tmp_path / "ws", "--workdir", url).code == 0
+
+    for workdir in (tmp_path / "ws", url):
+        listed = json.loads(cli("ls", "--json", "--workdir", workdir).out)
+        row = next(r for r in listed if r["session"] == "run-1")
+        assert row["last_activity"].startswith(last), (workdir, row["last_activity"])
+        # The session written now (run-2's events were left as written) lists first.
+        assert [r["session"] for r in listed][:2] == ["run-2", "run-1"]
+        counted = json.loads(cli("stats", "run-1", "--json", "--workdir", workdir).out)
+        (stats,) = counted["sessions"]
+        assert stats["last_activity"].startswith(last), (workdir, stats)
+    # A session whose events carry no time is dated by its files, as before.
+    bare = [{k: v for k, v in event.items() if k != "time"} for event in lines]
+    events.write_text("".join(json.dumps(event) + "\n" for event in bare))
+    listed = json.loads(cli("ls", "--json", "--workdir", tmp_path / "ws").out)
+    row = next(r for r in listed if r["session"] == "run-1")
+    assert not row["last_activity"].startswith("2021")

@@ -284,13 +284,22 @@ def test_stats_lists_the_sessions_in_the_order_ls_does(
     """The most recently active first, whatever their names (by name they would be a, b, c)."""
     import asyncio
     import os
+    from datetime import datetime, timedelta
 
     from ctxoffload import LocalWorkspace, Msg
 
     workspace = LocalWorkspace(tmp_path, fsync=False)
     for name in ("a-oldest", "b-newest", "c-middle"):
         asyncio.run(workspace.offload_context(name, msgs=[Msg(role="user", content=name)]))
+    # Aged by their record's clock, the latest event's time, which orders them; the files'
+    # times (what a session with no event time is ordered by) are aged alike.
     for age, name in ((300, "a-oldest"), (100, "b-newest"), (200, "c-middle")):
+        events = tmp_path / "sessions" / name / "events.jsonl"
+        lines = [json.loads(line) for line in events.read_text().splitlines()]
+        for event in lines:
+            when = datetime.fromisoformat(event["time"]) - timedelta(seconds=age)
+            event["time"] = when.isoformat(timespec="milliseconds")
+        events.write_text("".join(json.dumps(event) + "\n" for event in lines))
         for path in (tmp_path / "sessions" / name).iterdir():
             os.utime(path, (path.stat().st_mtime - age,) * 2)
     listed = [row["session"] for row in json.loads(cli("ls", "--json", "--workdir", tmp_path).out)]

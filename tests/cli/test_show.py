@@ -435,17 +435,28 @@ def test_show_without_a_session_shows_the_newest(
     filled: Path, cli: Callable[..., Any], tmp_path: Path
 ) -> None:
     import os
+    from datetime import datetime, timezone
 
+    # Aged by their record's clock (each event's time), which `ls` orders by, and their
+    # files alike.
     for session, when in (("run-1", 1_000_000_000), ("run-2", 1_700_000_000)):
         folder = filled / "sessions" / session
+        events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+        stamp = datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="milliseconds")
+        lines = "".join(json.dumps({**event, "time": stamp}) + "\n" for event in events)
+        (folder / "events.jsonl").write_text(lines)
         for file in folder.iterdir():
             os.utime(file, (when, when))
     newest = cli("show", "--workdir", filled)
     assert newest.code == 0, newest.err
     assert newest.out == cli("show", "run-2", "--workdir", filled).out
     assert newest.err == "ctxoffload show: the newest session of 2 is run-2 (ls lists them)\n"
-    os.utime(filled / "sessions/run-1/context.jsonl")  # now
+    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    with open(filled / "sessions/run-1/events.jsonl", "a") as record:  # written to now
+        record.write(json.dumps({"time": now, "kind": "note", "text": "again"}) + "\n")
     assert cli("show", "--workdir", filled).out.startswith("session run-1 ")
+    listed = json.loads(cli("ls", "--json", "--workdir", filled).out)
+    assert [row["session"] for row in listed] == ["run-1", "run-2"]
     # --step and --json take the newest too.
     assert json.loads(cli("show", "--json", "--workdir", filled).out)["session"] == "run-1"
     empty = tmp_path / "empty"

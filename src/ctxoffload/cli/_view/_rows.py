@@ -260,6 +260,7 @@ def _read_row(source: _RowFacts, row: SessionRow, warnings: Warnings, then: str)
     last = 0.0
     size = 0
     tool_results = 0
+    logged = False  # a context.jsonl: a store's session (Haystack's, Strands') keeps none
 
     def refused(name: str, links: int) -> None:
         warnings.say(source.path(name), hard_links_refused(source.path(name), links), then)
@@ -269,6 +270,7 @@ def _read_row(source: _RowFacts, row: SessionRow, warnings: Warnings, then: str)
         last = max(last, modified)
         size += st_size
         tool_results += is_tool_result_name(name)
+        logged = logged or name == CONTEXT_FILE
     row.last_activity = iso_time(last) if last else None
     row.activity = last
     row.bytes = size
@@ -287,6 +289,9 @@ def _read_row(source: _RowFacts, row: SessionRow, warnings: Warnings, then: str)
         # An agent's model calls, or those `ctxoffload replay` replayed (it says how many).
         row.steps = counted["model_calls"] or counted["replayed"] or None
         row.messages = counted["messages"] or None
+        if counted["last_event"]:
+            row.activity = counted["last_event"]
+            row.last_activity = iso_time(row.activity)
     if row.steps is None:
         try:
             rows: list[Any] | None = source.state()
@@ -303,7 +308,7 @@ def _read_row(source: _RowFacts, row: SessionRow, warnings: Warnings, then: str)
     except CliError as exc:
         warnings.say(source.path(CONTEXT_FILE), str(exc), then)
         row.unreadable.append(CONTEXT_FILE)
-    if row.messages is None and counted is not None:
+    if row.messages is None and counted is not None and logged:
         row.messages = row.message_lines
 
 
@@ -320,13 +325,17 @@ def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
         "replayed": 0,
         "parent": None,
         "forked_from": None,
+        "last_event": 0.0,
     }
     seen: set[int] = set()
     steps: set[int] = set()
+    last: dict[str, Any] = {}  # the last event with a time: when the session was last active
     for event in events:
         if not is_event(event):
             continue
         kind = event.get("kind")
+        if isinstance(event.get("time"), str):
+            last = event
         facts["compressions"] += kind == EventKind.COMPRESSION
         if kind == EventKind.MODEL_CALL:
             # Steps, as `show` numbers them: a retry, or a host reading the same history
@@ -352,11 +361,30 @@ def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
         if facts["forked_from"] is None and isinstance(origin, dict):
             facts["forked_from"] = _session_name(origin.get("session"))
     facts["model_calls"] = len(steps)
+    facts["last_event"] = event_time(last)
     return facts
 
 
 def _session_name(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def event_time(event: dict[str, Any]) -> float:
+    """When `event` was recorded, in seconds since the epoch; 0.0 when its `time` is missing
+    or no ISO 8601 time.
+
+    A session's last activity is the time of its last event (the last in the file that has
+    one) where it has events: the record's own clock, which a copy, an `export` and an
+    `import` keep, where the files' times are those of the copy (a session imported into
+    SQLite would otherwise list as written when it was imported). `ls`, `stats` and the
+    session `show` opens when none is named (`newest_session`) go by it alike."""
+    from datetime import datetime
+
+    stamp = event.get("time")
+    try:
+        return datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else 0.0
+    except ValueError:
+        return 0.0
 
 
 def parent_of(event: dict[str, Any]) -> str | None:
@@ -390,19 +418,55 @@ def _committed_newlines(folder: Folder, name: str) -> int:
 
 
 def newest_session(workdir: str) -> tuple[str | None, int]:
-    """The session with the latest activity (as `ls` sorts them: the newest time a file of
-    its own was changed), and how many sessions there are."""
+    """The session with the latest activity, as `ls` sorts them (its last event's time,
+    `event_time`, else the newest time a file of its own was changed), and how many sessions
+    there are."""
     sessions = session_ids(workdir)
 
     def activity() -> Iterator[tuple[float, str]]:
         for session in sessions:
             try:
                 with Folder(workdir, SESSIONS_DIR, session) as folder:
-                    yield max((st.st_mtime for _, st in own_files(folder)), default=0.0), session
-            except OSError:  # gone, or cannot be listed: no activity to compare
+                    when = _last_event_time(folder) or max(
+                        (st.st_mtime for _, st in own_files(folder)), default=0.0
+                    )
+                    yield when, session
+            except (OSError, CliError):  # gone, or cannot be read: no activity to compare
                 continue
 
     return _newest(activity()), len(sessions)
+
+
+def _last_event_time(folder: Folder) -> float:
+    """`event_time` of the last event of a session's events.jsonl with a time, read from
+    the file's end (a longer stretch of it each time none is found); 0.0 when none has one.
+
+    Raises:
+        CliError: the file is hard-linked or cannot be opened (as `ls` says it).
+    """
+    import json
+
+    opened = open_in(folder, EVENTS_FILE)
+    if opened is None:
+        return 0.0
+    fd, st = opened
+    try:
+        span = 1 << 16
+        while True:
+            start = max(0, st.st_size - span)
+            lines = os.pread(fd, st.st_size - start, start).split(b"\n")
+            for line in reversed(lines[1:] if start else lines):  # (the first may be cut)
+                try:
+                    event = json.loads(line)
+                except ValueError:  # a torn last line, a corrupt one: skipped, as ls does
+                    continue
+                if is_event(event) and isinstance(event.get("time"), str):
+                    return event_time(event)
+            if not start:
+                return 0.0
+            span *= 4
+    finally:
+        os.close(fd)
 
 
 def stored_newest_session(store: Any) -> tuple[str | None, int]:
@@ -412,8 +476,21 @@ def stored_newest_session(store: Any) -> tuple[str | None, int]:
     Raises:
         CliError: the database cannot be read.
     """
-    found = _stored_facts(store, (), bytes)
-    return _newest((f.updated, f.session) for f in found), len(found)
+
+    def last_event(raw: bytes) -> float:
+        last: dict[str, Any] = {}
+        for _, event in JsonLines.of_bytes(raw):
+            if is_event(event) and isinstance(event.get("time"), str):
+                last = event
+        return event_time(last)
+
+    found = _stored_facts(store, (EVENTS_FILE,), last_event)
+
+    def when(facts: Any) -> float:
+        reduced = facts.reduced.get(EVENTS_FILE)
+        return (reduced if isinstance(reduced, float) else 0.0) or facts.updated
+
+    return _newest((when(f), f.session) for f in found), len(found)
 
 
 def _newest(activity: Iterable[tuple[float, str]]) -> str | None:

@@ -17,7 +17,7 @@ from ...exceptions import CliError
 from .._access import open_in
 from .._output import iso_time, shown
 from ._reading import Warnings, own_files, read_folder, read_logged
-from ._rows import parent_of
+from ._rows import event_time, parent_of
 
 __all__ = ["SessionStats", "dedup_savings", "session_stats"]
 
@@ -83,6 +83,10 @@ def _read_stats(
     if counts is None:
         stats.unreadable.append(EVENTS_FILE)
     else:
+        last_event = counts.pop("last_event")
+        if last_event:  # the record's own clock, which a copy keeps (`event_time`)
+            stats.activity = last_event
+            stats.last_activity = iso_time(last_event)
         for name, value in counts.items():
             setattr(stats, name, value)
     for name in folder.names():
@@ -115,11 +119,14 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
     artifacts: Counter[str] = Counter()
     reported = cached = 0
     parent: str | None = None
+    last: dict[str, Any] = {}  # the last event with a time (`event_time`)
     for event in events:
         if not is_event(event):
             continue
         kind = event.get("kind")
         parent = parent or parent_of(event)
+        if isinstance(event.get("time"), str):
+            last = event
         if kind in (EventKind.TOOL_RESULT, EventKind.CONTEXT) and isinstance(
             event.get("bytes"), int
         ):
@@ -152,6 +159,7 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
         "input_tokens": reported,
         "cached_input_tokens": cached,
         "parent": parent,
+        "last_event": event_time(last),
     }
 
 
