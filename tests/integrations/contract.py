@@ -138,6 +138,9 @@ class DoorDriver:
     limit: int = 300
     host_readers: frozenset[str] = frozenset()
     module: str | None = None
+    door_object: str = ""
+    """The attribute of what `make` returns that is the door's object, whose `last_session`
+    names the session of the run begun last through it ("": the door has none)."""
     needs: str = ""
     extra: str = ""
     reasons: ClassVar[dict[str, str]] = {}

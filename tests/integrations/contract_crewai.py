@@ -43,6 +43,7 @@ class CrewAIDriver(DoorDriver):
     door = "crewai"
     module = "crewai"
     extra = "crewai"
+    door_object = "default"
     reasons: ClassVar[dict[str, str]] = {
         "identity": "CrewAI names no conversation: each kickoff is a session of its own, or "
         "the one session_id= names (a plain name, checked when the hooks are built)",

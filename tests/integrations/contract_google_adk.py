@@ -38,6 +38,7 @@ class GoogleAdkDriver(DoorDriver):
     door = "google-adk"
     module = "google.adk"
     extra = "google_adk"
+    door_object = "plugin"
 
     def host_id(self, conversation: str) -> str:
         from google_adk_scripted import APP, USER

@@ -34,6 +34,7 @@ class LangChainDriver(DoorDriver):
     door = "langchain"
     module = "langchain"
     extra = "langchain"
+    door_object = "middleware"
 
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.langchain import ContextOffloadMiddleware

@@ -52,6 +52,7 @@ class OpenAIAgentsDriver(DoorDriver):
     door = "openai-agents"
     module = "agents"
     extra = "openai_agents"
+    door_object = "offload"
 
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.openai_agents import OffloadingInputFilter

@@ -29,6 +29,7 @@ class PydanticAiDriver(DoorDriver):
     door = "pydantic-ai"
     module = "pydantic_ai"
     extra = "pydantic_ai"
+    door_object = "capability"
 
     def make(self, workspace: Any) -> _Made:
         from ctxoffload.integrations.pydantic_ai import ContextOffload

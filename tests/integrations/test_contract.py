@@ -113,6 +113,22 @@ def test_conversations_the_host_names_no_way_never_share_a_session(
     assert driver.door not in (first, second)  # never the door's name as a default
 
 
+@doors
+def test_the_door_names_the_session_its_last_run_wrote(driver: DoorDriver, tmp_path: Path) -> None:
+    """Where a run given no id of its own went, asked of the door object (`last_session`),
+    not found by listing the workspace (issue 83, item 10)."""
+    if not driver.door_object:
+        pytest.skip(f"{driver.door} has no door object that runs go through to ask")
+    skip_unless(driver, "no shared default")
+    made = driver.make(LocalWorkspace(tmp_path / "ws"))
+    door = getattr(made, driver.door_object)
+    assert door.last_session is None
+    first = driver.converse(made, None, [Turn("hello", tool_output=MEDIUM)]).session
+    assert door.last_session == first
+    second = driver.converse(made, None, [Turn("hi", tool_output=MEDIUM)]).session
+    assert door.last_session == second != first
+
+
 # -- one writer ----------------------------------------------------------------------------------
 
 

@@ -251,6 +251,10 @@ class HostRuns:
         self._runs: dict[str, _Run] = {}  # session -> the run of this process writing it
         # The sessions whose `door` event this object wrote, the most recent last.
         self._announced = RecentKeys(ANNOUNCED_KEPT)
+        self.last_session: str | None = None
+        """The session of the run begun last here (a nested run's child session aside); None
+        before the first. Where a run the host gave no id of its own went: each door object
+        that runs through this one gives it as its `last_session`, for `ctxoffload show`."""
         self._lock = threading.Lock()
 
     def keep(self, session_of: Callable[[_V], str], release: Callable[[_V], None]) -> Kept[Any, _V]:
@@ -337,6 +341,8 @@ class HostRuns:
         if parent is not None:
             self._on_loop(record_nested(self.workspace, self.door, parent, session))
         self._hold(session, run, lease, live, owner)
+        if parent is None:
+            self.last_session = session
 
     def begin_child(
         self,

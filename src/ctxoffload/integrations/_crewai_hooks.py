@@ -185,6 +185,12 @@ class ContextOffloadHooks:
 
     # -- registration -------------------------------------------------------------------------
 
+    @property
+    def last_session(self) -> str | None:
+        """The session the run begun last through this object writes; None before the first
+        (`HostRuns.last_session`): where a run given no session_id went."""
+        return self._runs.last_session
+
     def register(self) -> ContextOffloadHooks:
         """Register the hooks with CrewAI (for every kickoff of this process from now on; an
         executor made before keeps the LLM hooks it was made with). Registering twice

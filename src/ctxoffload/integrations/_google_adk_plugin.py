@@ -134,6 +134,13 @@ class ContextOffloadPlugin(_BasePlugin):  # type: ignore[misc]
 
     # -- the run ------------------------------------------------------------------------------
 
+    @property
+    def last_session(self) -> str | None:
+        """The session the run begun last through this object writes; None before the first
+        (`HostRuns.last_session`): the one an ADK session's run went to, mapped from its
+        app, user and id by the one rule."""
+        return self._runs.last_session
+
     async def before_run_callback(self, *, invocation_context: Any) -> Any:
         """A run begins: take its session's lease.
 

@@ -192,6 +192,12 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
 
     # -- the run --------------------------------------------------------------------------
 
+    @property
+    def last_session(self) -> str | None:
+        """The session the run begun last through this object writes; None before the first
+        (`HostRuns.last_session`): where a run given no thread_id went."""
+        return self._runs.last_session
+
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """A run begins: name its session and take the session's lease. A run begun by a
         tool call of a live run of the same thread (a deepagents sub-agent given this

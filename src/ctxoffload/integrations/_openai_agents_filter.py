@@ -123,6 +123,12 @@ class OffloadingInputFilter:
         self._called = False
         self._left_out = LeftOut(DOOR)
 
+    @property
+    def last_session(self) -> str | None:
+        """The session the run begun last through this object writes; None before the first
+        (`HostRuns.last_session`): where a run given no session went."""
+        return self._runs.last_session
+
     def _name(self, session: str, conversation: object) -> None:
         """Make every run of this filter write `session` (the host's `conversation`)."""
         self.session_id = session

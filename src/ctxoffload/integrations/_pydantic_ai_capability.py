@@ -148,6 +148,12 @@ class ContextOffload(_AbstractCapability):  # type: ignore[misc]
         self._runs = HostRuns(self.workspace, _DOOR)
         self._projectors: Kept[str, Projector] = self._runs.keep(_session_of, Projector.release)
 
+    @property
+    def last_session(self) -> str | None:
+        """The session the run begun last through this object writes; None before the first
+        (`HostRuns.last_session`): where a run given no conversation_id went."""
+        return self._runs.last_session
+
     async def for_run(self, ctx: Any) -> ContextOffload:
         """A copy of this capability holding the run's projector (its session)."""
         given = getattr(ctx, "conversation_id", None)
