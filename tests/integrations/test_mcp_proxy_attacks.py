@@ -346,11 +346,16 @@ async def test_two_proxies_on_one_workspace_keep_separate_sessions_and_lose_noth
         assert [c["outcome"] for c in calls] == ["ok"] * 3
 
 
-async def test_a_session_held_by_a_live_proxy_is_refused_to_a_second(workdir: Path) -> None:
+async def test_a_session_held_by_a_live_proxy_is_refused_to_a_second(
+    workdir: Path, tmp_path: Path
+) -> None:
     async with proxied(workdir, "--session", "shared") as client:
         await client.call_tool("echo", {"text": "first"})
+        started = tmp_path / "second-server.pid"
         done = subprocess.run(
-            proxy_command(workdir, "--session", "shared"),
+            proxy_command(
+                workdir, "--session", "shared", server=server_command("--pid-file", str(started))
+            ),
             capture_output=True,
             text=True,
             input="",
@@ -359,6 +364,8 @@ async def test_a_session_held_by_a_live_proxy_is_refused_to_a_second(workdir: Pa
         assert done.returncode == 2
         assert done.stderr.startswith("ctxoffload mcp-proxy: ")
         assert "shared" in done.stderr and "pid" in done.stderr
+        # Refused before its wrapped server was started (the lease is taken first).
+        assert not started.exists()
         assert text_of(await client.call_tool("echo", {"text": "still"})) == "still"
 
 

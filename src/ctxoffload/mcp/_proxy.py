@@ -152,16 +152,19 @@ class McpProxy:
                 or reached.
             SessionBusyError: `session_id` is held by another live writer.
         """
-        mcp = sdk()
-        upstream = Upstream(mcp, self.server, timeout=self.timeout, cwd=self.cwd)
-        # The session is taken before stdio is: a refusal is raised as itself, not inside the
-        # transport's task group.
-        async with (
-            upstream,
-            self._session(mcp, upstream) as session_id,
-            mcp.stdio_server() as (read_stream, write_stream),
-        ):
-            await self._serve(mcp, upstream, session_id, read_stream, write_stream)
+        # A session named is taken first, before the SDK is imported and the wrapped server
+        # started: a refusal comes at once, with nothing started for nothing. Any session is
+        # taken before stdio is: a refusal is raised as itself, not inside the transport's
+        # task group.
+        async with self._named_session():
+            mcp = sdk()
+            upstream = Upstream(mcp, self.server, timeout=self.timeout, cwd=self.cwd)
+            async with (
+                upstream,
+                self._session(mcp, upstream) as session_id,
+                mcp.stdio_server() as (read_stream, write_stream),
+            ):
+                await self._serve(mcp, upstream, session_id, read_stream, write_stream)
 
     async def serve(self, read_stream: Any, write_stream: Any) -> None:
         """Serve one client on a pair of the SDK's streams (any transport) until it goes away.
@@ -171,10 +174,11 @@ class McpProxy:
                 or reached.
             SessionBusyError: `session_id` is held by another live writer.
         """
-        mcp = sdk()
-        upstream = Upstream(mcp, self.server, timeout=self.timeout, cwd=self.cwd)
-        async with upstream, self._session(mcp, upstream) as session_id:
-            await self._serve(mcp, upstream, session_id, read_stream, write_stream)
+        async with self._named_session():
+            mcp = sdk()
+            upstream = Upstream(mcp, self.server, timeout=self.timeout, cwd=self.cwd)
+            async with upstream, self._session(mcp, upstream) as session_id:
+                await self._serve(mcp, upstream, session_id, read_stream, write_stream)
 
     async def _serve(
         self, mcp: Sdk, upstream: Upstream, session_id: str, read_stream: Any, write_stream: Any
@@ -186,25 +190,37 @@ class McpProxy:
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     @contextlib.asynccontextmanager
+    async def _named_session(self) -> AsyncIterator[None]:
+        """The lease of the session given (`session_id`), held meanwhile; nothing when none
+        was given (`_session` makes one once the wrapped server says its name)."""
+        if self.session_id is None:
+            yield
+            return
+        await self.workspace.initialize()
+        lease = await begin_run(self.workspace, _DOOR, self.session_id)
+        try:
+            yield
+        finally:
+            if lease is not None:
+                await _released(lease)
+
+    @contextlib.asynccontextmanager
     async def _session(self, mcp: Sdk, upstream: Upstream) -> AsyncIterator[str]:
         """The connection's session, under its lease while the connection lasts: the one
-        given, or a new one."""
-        await self.workspace.initialize()
-        lease: SessionLease | None
+        given (its lease held by `_named_session`), or a new one."""
         if self.session_id is not None:
-            session_id = self.session_id
-            lease = await begin_run(self.workspace, _DOOR, session_id)
-        else:
-            info = upstream.client.server_info
-            name = _NAME_RUN.sub("_", getattr(info, "name", "") or "").strip("_-.")[:40]
-            session_id, lease = await new_session(self.workspace, f"mcp-{name or 'proxy'}", AGENT)
-            await record_door(self.workspace, _DOOR, session_id)
+            yield self.session_id
+            return
+        await self.workspace.initialize()
+        info = upstream.client.server_info
+        name = _NAME_RUN.sub("_", getattr(info, "name", "") or "").strip("_-.")[:40]
+        session_id, lease = await new_session(self.workspace, f"mcp-{name or 'proxy'}", AGENT)
+        await record_door(self.workspace, _DOOR, session_id)
         try:
             yield session_id
         finally:
             if lease is not None:
-                with mcp.anyio.CancelScope(shield=True):
-                    await lease.release()
+                await _released(lease)
 
 
 class _Connection:
@@ -448,6 +464,20 @@ class _Connection:
         if kept is block or kept.output == block.output:
             return passed_result(types, result, replaced) if replaced else result
         return cut_result(types, result, kept)
+
+
+async def _released(lease: SessionLease) -> None:
+    """Release `lease`, shielded from the cancellation that may be ending the connection
+    (anyio's, which the SDK runs on; where the SDK never loaded, none is under way)."""
+    import importlib
+
+    try:
+        anyio: Any = importlib.import_module("anyio")
+    except ImportError:
+        await lease.release()
+        return
+    with anyio.CancelScope(shield=True):
+        await lease.release()
 
 
 def _cursor(params: Any) -> str | None:
