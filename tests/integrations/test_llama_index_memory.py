@@ -272,6 +272,9 @@ def test_show_prints_what_each_read_gave_the_agent(tmp_path: Path) -> None:
     ]
     full = show("--step", str(steps), "--full")
     assert "tool_result-dump-" in full and len(full) < 20_000
+    # A tool message names no tool (LlamaIndex's agents write none): named by its call's.
+    assert "<- tool result dump (id call_1)" in full
+    assert "<- tool result ?" not in full
 
 
 async def test_a_second_memory_of_a_conversation_is_refused_while_the_first_is_open(

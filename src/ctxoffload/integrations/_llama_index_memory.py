@@ -412,10 +412,11 @@ class _History:
     def __init__(self) -> None:
         self.msgs: list[Msg] = []
         self.by_id: dict[str, tuple[Any, Msg]] = {}
+        self.names: dict[str, str] = {}  # each tool call's name, by its id (`read_message`)
 
     def extend(self, messages: Sequence[Any]) -> None:
         for position, message in enumerate(messages, start=len(self.msgs)):
-            msg = read_message(position, message)
+            msg = read_message(position, message, self.names)
             self.msgs.append(msg)
             self.by_id[msg.id] = (message, msg)
 

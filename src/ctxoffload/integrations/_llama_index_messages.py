@@ -55,22 +55,31 @@ _ROLES = {
 def from_llama_index(messages: Sequence[Any]) -> list[Msg]:
     """ctxoffload messages for LlamaIndex `ChatMessage` objects, one each, oldest first; each id is
     `<position>.0.<digest>` (where it came from, and what it says)."""
-    return [read_message(position, message) for position, message in enumerate(messages)]
+    names: dict[str, str] = {}
+    return [read_message(position, message, names) for position, message in enumerate(messages)]
 
 
-def read_message(position: int, message: Any) -> Msg:
-    """The `Msg` of the `ChatMessage` at `position` of a history."""
+def read_message(position: int, message: Any, names: dict[str, str] | None = None) -> Msg:
+    """The `Msg` of the `ChatMessage` at `position` of a history.
+
+    Args:
+        names: the tool calls of the history read so far, by call id: a tool message that
+            names no tool (LlamaIndex's agents write none) is named by its call's, and the
+            calls of this message are added.
+    """
     role = _ROLES.get(str(getattr(message.role, "value", message.role)), "user")
     kwargs = message.additional_kwargs or {}
+    known = names if names is not None else {}
     blocks: list[Block]
     if role == "tool":
         call_id = str(kwargs.get("tool_call_id") or f"call-{position}")
-        name = str(kwargs.get("name") or kwargs.get("tool_name") or "")
+        name = str(kwargs.get("name") or kwargs.get("tool_name") or known.get(call_id, ""))
         blocks = [ToolResultBlock(id=call_id, name=name, output=message_text(message))]
     else:
         blocks = [block for item in message.blocks for block in _blocks(item, position)]
         if role == "assistant":
             blocks += _openai_calls(kwargs.get("tool_calls"), position)
+        known.update((b.id, b.name) for b in blocks if isinstance(b, ToolCallBlock) and b.name)
     return Msg(role=role, content=blocks, id=message_id(position, 0, blocks))  # type: ignore[arg-type]
 
 
