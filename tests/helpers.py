@@ -592,14 +592,25 @@ class ChildLines:
 
 
 def on_a_terminal(
-    argv: Sequence[str], env: dict[str, str], *, stderr_too: bool = False, timeout: float = 120
+    argv: Sequence[str],
+    env: dict[str, str],
+    *,
+    stderr_too: bool = False,
+    timeout: float = 120,
+    columns: int | None = None,
 ) -> tuple[int, bytes]:
     """Run `python -m ctxoffload ARGV` with stdout (and stderr, when `stderr_too`) on a
-    pseudo-terminal, as a person's shell runs it; its exit status and all it wrote there."""
+    pseudo-terminal, as a person's shell runs it (`columns` wide, when given); its exit
+    status and all it wrote there."""
+    import fcntl
     import os
     import pty
+    import struct
+    import termios
 
     controller, terminal = pty.openpty()
+    if columns is not None:
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     command = [sys.executable, "-m", "ctxoffload", *argv]
     stderr = terminal if stderr_too else subprocess.DEVNULL
     process = subprocess.Popen(command, stdout=terminal, stderr=stderr, env=env)

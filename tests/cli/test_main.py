@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import os
-import pty
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload.cli import COMMANDS, build_parser, main
 from ctxoffload.cli._commands import COMMAND_HELP
 from ctxoffload.cli._output import Progress, print_table
-from helpers import corpus_file, install_hint
+from helpers import corpus_file, install_hint, on_a_terminal
 
 Result = Any
 
@@ -273,28 +272,11 @@ def test_long_commands_show_progress_on_a_terminal_and_not_in_a_pipe(
         [*command, "--workdir", str(tmp_path / "a")], capture_output=True, text=True, check=True
     )
     assert piped.stderr == ""
-    main_fd, child_fd = pty.openpty()
-    try:
-        done = subprocess.run(
-            [*command, "--workdir", str(tmp_path / "b")],
-            stdout=subprocess.PIPE,
-            stderr=child_fd,
-            check=True,
-        )
-        os.close(child_fd)
-        drawn = b""
-        while True:
-            try:
-                chunk = os.read(main_fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            drawn += chunk
-    finally:
-        os.close(main_fd)
+    argv = [*command[3:], "--workdir", str(tmp_path / "b")]
+    code, drawn = on_a_terminal(argv, dict(os.environ), stderr_too=True)
+    assert code == 0
     assert b"replay: messages" in drawn
-    assert done.stdout.decode().startswith("replay of ")
+    assert b"replay of " in drawn
 
 
 @pytest.mark.parametrize("command", COMMANDS)

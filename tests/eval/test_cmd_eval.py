@@ -3,16 +3,11 @@ served on 127.0.0.1 (a real OpenAI-compatible HTTP server)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
 import re
 import shutil
-import struct
-import subprocess
 import sys
-import termios
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +15,7 @@ import pytest
 from eval_session import DEMO_SESSION, run_cli
 from reader import answer_as_reader
 
-from helpers import corpus_file
+from helpers import corpus_file, on_a_terminal
 from openai_server import OpenAIServer, ScriptedReply
 
 TRANSCRIPT = "minisweagent-psf__requests-1142.traj.json"
@@ -258,33 +253,6 @@ def test_a_planted_link_is_never_read_through(demo_workdir: Path, tmp_path: Path
     assert "Traceback" not in ran.err and ran.err.count("\n") == 1
 
 
-def _on_a_terminal(argv: list[str], columns: int) -> bytes:
-    """What `ctxoffload ARGV...` draws on stderr when stderr is a terminal `columns` wide
-    (a real pseudo-terminal; stdout a pipe, as when the report is saved)."""
-    main_fd, child_fd = pty.openpty()
-    fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
-    try:
-        subprocess.run(
-            [sys.executable, "-m", "ctxoffload", *argv],
-            stdout=subprocess.PIPE,
-            stderr=child_fd,
-            check=True,
-        )
-        os.close(child_fd)
-        drawn = b""
-        while True:
-            try:
-                chunk = os.read(main_fd, 65536)
-            except OSError:  # the other end closed: all was read
-                break
-            if not chunk:
-                break
-            drawn += chunk
-    finally:
-        os.close(main_fd)
-    return drawn
-
-
 @pytest.mark.slow
 def test_progress_is_one_line_on_a_terminal_and_a_line_a_tenth_in_a_pipe(
     demo_workdir: Path, reader_server: OpenAIServer
@@ -296,11 +264,13 @@ def test_progress_is_one_line_on_a_terminal_and_a_line_a_tenth_in_a_pipe(
     counted = [line for line in piped.err.splitlines() if re.search(r"\d+/\d+ probes", line)]
     assert 1 <= len(counted) <= 10
     assert counted[-1].startswith(f"ctxoffload eval: {planned}/{planned} probes (compaction ")
-    drawn = _on_a_terminal(argv, columns=60).decode()
+    code, terminal = on_a_terminal(argv, dict(os.environ), stderr_too=True, columns=60)
+    assert code == 0
+    drawn = terminal.decode()
     assert "\r" not in piped.err
     frames = drawn.split("\r\x1b[K")
     assert f"[##########] {planned}/{planned} " in drawn
     # Each frame is drawn over the last, within the terminal's width (a frame that wrapped
-    # would leave its first row behind); the last clears the line for the report.
-    assert all(len(frame) < 60 for frame in frames[1:])
-    assert frames[-1] == ""
+    # would leave its first row behind); the last clears the line, and the report follows.
+    assert all(len(frame) < 60 for frame in frames[1:-1])
+    assert not frames[-1].startswith("ctxoffload eval") and "compaction 1" in frames[-1]
