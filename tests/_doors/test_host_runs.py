@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxoffload import LocalWorkspace, SessionBusyError
+from ctxoffload import InMemoryWorkspace, LocalWorkspace, SessionBusyError
 from ctxoffload._doors.doors import DOORS
 from ctxoffload._doors.runs import HostRuns
 
@@ -60,6 +60,35 @@ def test_a_run_whose_host_object_is_gone_is_over_with_calls_left_in_flight(
     del invocation
     gc.collect()
     runs.begin("s", "run-2")
+
+
+@pytest.mark.parametrize("store", ["folder", "memory"])
+def test_a_lease_let_go_with_its_run_but_still_referenced_is_released_for_the_next_run(
+    tmp_path: Path, store: str
+) -> None:
+    """The host drops a run's object; the collector lets go of the run's lease unreleased,
+    counting on the lease object being collected with it (its folder lock closes with its
+    descriptor). When something still references that object (CI met it: the OpenAI Agents
+    SDK's next `Runner.run` of the session refused as busy by the run just over, one time in
+    ten), the next run of the session releases it rather than being refused by a run gone."""
+
+    class Run:
+        """Stands for the host's object of a run (the SDK's record of a `Runner.run`)."""
+
+    workspace = LocalWorkspace(tmp_path / "ws") if store == "folder" else InMemoryWorkspace()
+    runs = HostRuns(workspace, DOOR, grace=0.2)
+    first = Run()
+    runs.begin("s", "run-1", owner=first)
+    still = runs._runs["s"].lease  # what the collector cannot see: a reference it left
+    assert still is not None and still.held
+    del first
+    gc.collect()
+    second = Run()
+    runs.begin("s", "run-2", owner=second)  # not refused by the run gone
+    assert not still.held
+    assert runs.holds("s")
+    with pytest.raises(SessionBusyError):  # the new run's lease is held, as ever
+        HostRuns(workspace, DOOR, grace=0.2).begin("s", "run-3")
 
 
 def test_the_sessions_announced_are_bounded_and_a_forgotten_one_is_announced_again(

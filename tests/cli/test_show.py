@@ -536,7 +536,7 @@ def _door_session(workdir: Path, door: str) -> None:
     import asyncio
 
     from ctxoffload._doors.doors import DOORS
-    from ctxoffload._doors.runs import record_door
+    from ctxoffload._doors.opening import record_door
 
     async def write() -> None:
         ws = LocalWorkspace(workdir, fsync=False)

@@ -139,7 +139,7 @@ async def announce(workspace: Workspace, session: str, door: str, conversation: 
     """Record the `door` event of a session the hooks are about to write first. A hook is a
     short process of its own, so "first" is read from the record: a session with no event."""
     from .doors import DOORS
-    from .runs import record_door
+    from .opening import record_door
 
     if not await workspace.read_events(session):
         await record_door(workspace, DOORS[door], session, conversation)

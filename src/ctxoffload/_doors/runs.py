@@ -1,4 +1,5 @@
-"""One live run per conversation, and the `door` event each run opens the record with.
+"""One live run per conversation (the `door` event each run opens the record with, and the
+lease it takes: opening.py).
 
 A door whose host has runs (an `invoke`, a `Runner.run`, a reply, a connection) takes the
 session's lease when a run begins and gives it up when the run ends: a second run of the same
@@ -22,43 +23,21 @@ import weakref
 from collections.abc import Callable, Coroutine, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
-from .._disk.events import Door as DoorEvent
-from .._disk.events import Subagent
 from .._disk.ids import child_prefix
-from .._disk.let_go import let_go
-from .._disk.wording import describe_holder
-from .._version import __version__
+from .._disk.let_go import let_go, still_kept, was_let_go
 from ..exceptions import SessionBusyError
-from ..workspace import (
-    EventLog,
-    SessionLease,
-    new_session,
-    take_lease,
-    take_new_session,
-    writing_as,
-)
+from ..workspace import SessionLease, new_session, writing_as
 from .doors import Door
+from .opening import begin_run, door_busy, record_door, record_nested
 from .recent import KEPT, RecentKeys
 
-__all__ = [
-    "ANNOUNCED_KEPT",
-    "SESSIONS_KEPT",
-    "HostRuns",
-    "Kept",
-    "begin_run",
-    "door_busy",
-    "record_door",
-    "record_nested",
-]
+__all__ = ["ANNOUNCED_KEPT", "SESSIONS_KEPT", "HostRuns", "Kept"]
 
 logger = logging.getLogger("ctxoffload")
 
 _T = TypeVar("_T")
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
-
-_CONVERSATION_CHARS = 200
-"""The most of a host's conversation id the `door` event keeps."""
 
 SESSIONS_KEPT = 256
 """How many conversations a door keeps its state of (a projector, the history read), the
@@ -70,120 +49,6 @@ ANNOUNCED_KEPT = KEPT
 """How many sessions a `HostRuns` remembers having written the `door` event of, the most
 recent kept: a server that opens a session per run must not grow without end, and a session
 forgotten then back gets its `door` event again (one more line, nothing lost)."""
-
-
-async def begin_run(
-    workspace: object,
-    door: Door,
-    session: str,
-    *,
-    conversation: object = None,
-    agent: str | None = None,
-    new: bool = False,
-    announce: bool = True,
-    parent: dict[str, Any] | None = None,
-) -> SessionLease | None:
-    """Take `session`'s lease for a run of `door` (None: the workspace gives no leases, or
-    cannot be written) and record the run's `door` event.
-
-    Args:
-        workspace: the door's workspace.
-        door: the door.
-        session: the conversation's session.
-        conversation: the host's own id of the conversation, recorded (None: it has none).
-        agent: who the lease names (the door's name by default).
-        new: the session must not exist yet (a fresh session): taken only if nothing was
-            recorded in it.
-        announce: record the `door` event (False: this process recorded it for an earlier
-            run of the session already).
-        parent: the run this one is nested in (`{"session", "agent"}`), recorded.
-
-    Raises:
-        SessionBusyError: another live run holds the session, in the door's terms.
-    """
-    try:
-        if new:
-            lease = await take_new_session(workspace, session, agent or door.name)
-        else:
-            lease = await take_lease(workspace, session, agent or door.name)
-    except SessionBusyError as busy:
-        raise door_busy(door, busy, conversation) from None
-    if announce:
-        with writing_as(agent or door.name, session):  # the event names its writer
-            await record_door(workspace, door, session, conversation, parent=parent)
-    return lease
-
-
-def door_busy(door: Door, busy: SessionBusyError, conversation: object = None) -> SessionBusyError:
-    """`busy` said for a door: who holds the session, and what to do in the host's terms."""
-    named = "" if conversation is None else f" (conversation {_shown(conversation)})"
-    return SessionBusyError(
-        f"{door.host}: session {busy.session_id!r}{named} is being written by "
-        f"{describe_holder(busy.holder)}, another live run; {door.busy}",
-        busy.session_id,
-        busy.holder,
-    )
-
-
-async def record_door(
-    workspace: object,
-    door: Door,
-    session: str,
-    conversation: object = None,
-    *,
-    parent: dict[str, Any] | None = None,
-) -> None:
-    """Record that a run of `door` began writing `session` (a workspace that keeps no events,
-    or that fails now, is passed over: the run goes on); `parent` names the run it is nested
-    in."""
-    if not isinstance(workspace, EventLog):
-        return
-    event = DoorEvent(
-        door=door.name,
-        host=door.host,
-        adapter=door.adapter,
-        conversation=None if conversation is None else _shown(conversation, quote=False),
-        projects=door.projects,
-        records=door.records,
-        version=__version__,
-        **({"parent": parent} if parent is not None else {}),
-    )
-    try:
-        await workspace.record_event(session, event.kind, **event.fields())
-    except OSError as exc:
-        logger.warning(
-            "could not record the start of a %s run in session %s: %s", door.host, session, exc
-        )
-
-
-async def record_nested(workspace: object, door: Door, link: dict[str, Any], session: str) -> None:
-    """Record in the parent's session (`link["session"]`, written as `link["agent"]`) that a
-    run nested in one of its tool calls began writing `session`: the `subagent` event our
-    Agent writes for its sub-agents, which `isolate_sessions` follows, so the parent reads
-    its sub-agent's files back. Passed over like `record_door` when it cannot be written."""
-    if not isinstance(workspace, EventLog):
-        return
-    parent = str(link["session"])
-    tool_id = link.get("tool_id")
-    event = Subagent(
-        status="started",
-        name=str(link.get("name") or door.name),
-        session=session,
-        **({"tool_id": str(tool_id)} if tool_id is not None else {}),
-    )
-    try:
-        with writing_as(str(link.get("agent") or door.name), parent):
-            await workspace.record_event(parent, event.kind, **event.fields())
-    except OSError as exc:
-        logger.warning(
-            "could not record in session %s the %s run nested in it: %s", parent, door.host, exc
-        )
-
-
-def _shown(conversation: object, *, quote: bool = True) -> str:
-    text = conversation if isinstance(conversation, str) else str(conversation)
-    text = text[:_CONVERSATION_CHARS]
-    return repr(text) if quote else text
 
 
 class HostRuns:
@@ -335,7 +200,7 @@ class HostRuns:
         try:
             lease = self._on_loop(take())
         except SessionBusyError as busy:
-            if not _release_ended(busy.holder):
+            if not (_release_ended(busy.holder) or _release_let_go(busy.holder)):
                 raise
             lease = self._on_loop(take())
         if parent is not None:
@@ -765,6 +630,21 @@ def _release_ended(holder: dict[str, Any]) -> bool:
     return True
 
 
+def _release_let_go(holder: dict[str, Any]) -> bool:
+    """Whether the lease `holder` says is free to take again because the collector let go of
+    it with its run (`_let_go`), maybe on another thread while this run was taking it: then
+    it went with its object, or, if something still references that object (its lock was
+    not given up with it), it is released here, on the loop of the `HostRuns` that took it
+    (as `_release_ended` does)."""
+    if not was_let_go(holder):
+        return False
+    kept = still_kept(holder)
+    if kept is not None:
+        lease, runs = kept
+        runs._on_loop(lease.release())
+    return True
+
+
 def _door_link(link: dict[str, Any] | None) -> dict[str, Any] | None:
     """What a nested run's `door` event says of its parent: its session and agent."""
     if link is None:
@@ -789,10 +669,11 @@ def _let_go(run: weakref.ref[_Run], session: str, owner: object) -> None:
     held = run()
     if held is None:
         return
-    lease, held.lease = held.lease, None
-    if lease is not None:
-        let_go(lease.holder)
     runs = held.held_by() if held.held_by is not None else None
+    lease = held.lease
+    if lease is not None:  # noted first: a run taking the session meanwhile finds it let go
+        let_go(lease.holder, *((lease, runs) if runs is not None else ()))
+    held.lease = lease = None
     if runs is not None and runs._runs.get(session) is held:
         runs._runs.pop(session, None)
         runs._let_go_of.append(session)

@@ -23,7 +23,7 @@ from .._disk.scope import SessionScoped, check_reference
 from ..messages import ToolResultBlock
 from ..workspace import Workspace, writing_as
 from .doors import Door
-from .runs import record_door
+from .opening import record_door
 
 __all__ = ["BlockStore", "is_plain_text"]
 

@@ -24,8 +24,8 @@ from .._disk.events import DataFile, EventKind
 from .._doors.checks import arguments_checked, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session, given_session
+from .._doors.opening import record_door
 from .._doors.recent import RecentKeys
-from .._doors.runs import record_door
 from .._loop import run_private
 from ..exceptions import ConfigError, CtxOffloadError
 from ..workspace import Workspace

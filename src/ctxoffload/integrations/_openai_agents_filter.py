@@ -20,7 +20,8 @@ from typing import Any
 from .._doors.checks import arguments_checked, checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import conversation_session, fresh_session
-from .._doors.runs import HostRuns, Kept, record_door
+from .._doors.opening import record_door
+from .._doors.runs import HostRuns, Kept
 from .._doors.unplugged import LeftOut
 from .._overflow import is_context_overflow
 from ..compression import ContextConfig, Projector

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._doors.checks import checked_config, checked_workspace, not_a_capability
 from .._doors.identity import conversation_session
-from .._doors.runs import record_door
+from .._doors.opening import record_door
 from ..compression import Compressor, ContextConfig
 from ..exceptions import ConfigError
 from ..formats.responses import from_responses

@@ -33,7 +33,7 @@ from .._disk.compact_requests import CompactRequests
 from .._doors.checks import arguments_checked, checked_config, checked_positive, checked_workspace
 from .._doors.doors import DOORS
 from .._doors.identity import fresh_session, given_session
-from .._doors.runs import begin_run
+from .._doors.opening import begin_run
 from .._doors.summaries import SummaryWriter
 from .._loop import LoopThread
 from .._message_log import InlinePayloads, ModelCalls

@@ -15,7 +15,7 @@ from .._disk.events import SessionStart
 from .._disk.ids import validate_session_id
 from .._doors.checks import checked_workspace
 from .._doors.doors import DOORS
-from .._doors.runs import begin_run, record_door
+from .._doors.opening import begin_run, record_door
 from .._media import MAX_IMAGE_BYTES
 from .._version import __version__
 from ..agent import SessionRecorder
