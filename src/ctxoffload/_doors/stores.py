@@ -17,6 +17,7 @@ Haystack's `ToolResultStore`).
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .._disk.events import DataFile, EventKind
 from .._disk.scope import SessionScoped, check_reference
@@ -24,6 +25,9 @@ from ..messages import ToolResultBlock
 from ..workspace import Workspace, writing_as
 from .doors import Door
 from .opening import record_door
+
+if TYPE_CHECKING:
+    from ..tokens import TokenCounter
 
 __all__ = ["BlockStore", "is_plain_text"]
 
@@ -51,6 +55,7 @@ class BlockStore:
         self.tool_name = tool_name
         self.isolate = isolate
         self._announced = False
+        self._counter: TokenCounter | None = None  # made at the first text stored
 
     async def announce(self) -> None:
         """Open the session's record with the door's `door` event, once, before its first
@@ -99,12 +104,15 @@ class BlockStore:
         # of the context, recorded as an offload (stats' tokens kept out and its count, the
         # line show prints), counted as the door core counts: a text far over a page by its
         # first lines, scaled, and said to be an estimate.
-        from .._tokens.counters import count_over
-        from ..tokens import get_token_counter
+        from .._tokens.counters import count_over, get_token_counter
 
-        counter = get_token_counter()
+        counter = self._counter = self._counter or get_token_counter()
         tokens, bounds = count_over(counter, text, _PAGE_TOKENS)
-        estimated = {} if bounds is None else {"tokens_before_exact": False}
+        estimated = (
+            {}
+            if bounds is None
+            else {"tokens_before_exact": False, "tokens_before_range": list(bounds)}
+        )
         await self.workspace.record_event(
             self.session_id,
             EventKind.OFFLOAD,
@@ -116,7 +124,6 @@ class BlockStore:
             tokens_before=tokens,
             tokens_after=counter.count_text(reference),
             **estimated,
-            **({"tokens_before_range": list(bounds)} if bounds is not None else {}),
         )
         return reference
 

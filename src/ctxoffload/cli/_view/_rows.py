@@ -27,6 +27,7 @@ from .._output import iso_time, shown
 from ._reading import Warnings, own_files, read_folder
 
 __all__ = [
+    "LastActive",
     "SessionRow",
     "indented",
     "listing_order",
@@ -329,13 +330,12 @@ def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
     }
     seen: set[int] = set()
     steps: set[int] = set()
-    last: dict[str, Any] = {}  # the last event with a time: when the session was last active
+    last = LastActive()
     for event in events:
         if not is_event(event):
             continue
         kind = event.get("kind")
-        if isinstance(event.get("time"), str):
-            last = event
+        last.see(event)
         facts["compressions"] += kind == EventKind.COMPRESSION
         if kind == EventKind.MODEL_CALL:
             # Steps, as `show` numbers them: a retry, or a host reading the same history
@@ -361,7 +361,7 @@ def _event_facts(events: Iterable[Any]) -> dict[str, Any]:
         if facts["forked_from"] is None and isinstance(origin, dict):
             facts["forked_from"] = _session_name(origin.get("session"))
     facts["model_calls"] = len(steps)
-    facts["last_event"] = event_time(last)
+    facts["last_event"] = last.time
     return facts
 
 
@@ -385,6 +385,30 @@ def event_time(event: dict[str, Any]) -> float:
         return datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else 0.0
     except ValueError:
         return 0.0
+
+
+def has_time(event: dict[str, Any]) -> bool:
+    """Whether `event` says when it was recorded (the events a session's last activity is
+    taken from: `LastActive`)."""
+    return isinstance(event.get("time"), str)
+
+
+class LastActive:
+    """When a session was last active, from its events seen in order: `event_time` of the
+    last that has a time (0.0 before any). One rule for `ls`, `stats` and `show` alike."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: dict[str, Any] | None = None
+
+    def see(self, event: dict[str, Any]) -> None:
+        if has_time(event):
+            self._last = event
+
+    @property
+    def time(self) -> float:
+        return event_time(self._last) if self._last is not None else 0.0
 
 
 def parent_of(event: dict[str, Any]) -> str | None:
@@ -460,7 +484,7 @@ def _last_event_time(folder: Folder) -> float:
                     event = json.loads(line)
                 except ValueError:  # a torn last line, a corrupt one: skipped, as ls does
                     continue
-                if is_event(event) and isinstance(event.get("time"), str):
+                if is_event(event) and has_time(event):
                     return event_time(event)
             if not start:
                 return 0.0
@@ -478,11 +502,11 @@ def stored_newest_session(store: Any) -> tuple[str | None, int]:
     """
 
     def last_event(raw: bytes) -> float:
-        last: dict[str, Any] = {}
+        last = LastActive()
         for _, event in JsonLines.of_bytes(raw):
-            if is_event(event) and isinstance(event.get("time"), str):
-                last = event
-        return event_time(last)
+            if is_event(event):
+                last.see(event)
+        return last.time
 
     found = _stored_facts(store, (EVENTS_FILE,), last_event)
 

@@ -17,7 +17,7 @@ from ...exceptions import CliError
 from .._access import open_in
 from .._output import iso_time, shown
 from ._reading import Warnings, own_files, read_folder, read_logged
-from ._rows import event_time, parent_of
+from ._rows import LastActive, parent_of
 
 __all__ = ["SessionStats", "dedup_savings", "session_stats"]
 
@@ -119,14 +119,13 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
     artifacts: Counter[str] = Counter()
     reported = cached = 0
     parent: str | None = None
-    last: dict[str, Any] = {}  # the last event with a time (`event_time`)
+    last = LastActive()
     for event in events:
         if not is_event(event):
             continue
         kind = event.get("kind")
         parent = parent or parent_of(event)
-        if isinstance(event.get("time"), str):
-            last = event
+        last.see(event)
         if kind in (EventKind.TOOL_RESULT, EventKind.CONTEXT) and isinstance(
             event.get("bytes"), int
         ):
@@ -159,7 +158,7 @@ def _event_counts(events: Iterable[Any]) -> dict[str, Any]:
         "input_tokens": reported,
         "cached_input_tokens": cached,
         "parent": parent,
-        "last_event": event_time(last),
+        "last_event": last.time,
     }
 
 
