@@ -143,3 +143,14 @@ async def test_langchain_writes_a_summary_first_and_keeps_no_files(demo_workdir:
     assert report.summary_tokens >= 0 and report.plan.strategy == "langchain"
     assert plans[0].most_calls == 3 * plans[0].probes + 4  # a summary per compaction
     assert not any(r.one_read_correct for r in report.results if r.probe.exact)
+
+
+async def test_a_model_no_door_can_ask_is_refused_before_anything_is_read(tmp_path: Path) -> None:
+    """Any ChatModel, or a host's model through its door (tests/integrations/test_*_eval.py);
+    anything else is refused at once, naming what would do (no workspace is even read)."""
+    from ctxoffload import ConfigError
+
+    with pytest.raises(ConfigError, match=r"a dict, not a ctxoffload ChatModel .*LangChain"):
+        await evaluate(str(tmp_path / "none"), "s", {"model": "gpt-4o"})
+    with pytest.raises(ConfigError, match=r"judge .*a str, not a ctxoffload ChatModel"):
+        await evaluate(str(tmp_path / "none"), "s", ScriptedModel([]), judge="gpt-4o")

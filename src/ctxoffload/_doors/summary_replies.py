@@ -13,6 +13,9 @@ adapter sends it as text turns, offers no tool, and never streams (a summary is 
 agent's). What the host's model raises goes to the summariser as it is: an error saying the
 request is over the model's window (`is_context_overflow`) is read there as an overflow, and
 the request is halved and asked again.
+
+An adapter that can also offer tools (`asks_with_tools`) serves `ctxoffload eval`, whose read
+mode gives the model Read and Grep and one round of calls.
 """
 
 from __future__ import annotations
@@ -72,6 +75,10 @@ class HostSummaryModel:
     door: ClassVar[str]
     """The door the summaries come through, as the record names it (`DOORS[...].name`)."""
 
+    asks_with_tools: ClassVar[bool] = False
+    """Whether `generate` offers the host's model tools and hands back the calls it makes
+    (`_ask_with_tools`); an adapter that sends text only refuses tools."""
+
     def __init__(self, model_name: str, *windows: object) -> None:
         self.model_name = masked_name(model_name)
         self.context_window = summary_window(*windows, model_name=self.model_name)
@@ -85,14 +92,30 @@ class HostSummaryModel:
     ) -> ModelResponse:
         """Ask the host's model once for the summary of `messages` (no tool is offered: a
         summary calls none), with `response_schema` through the host's structured output
-        where it has one.
+        where it has one; with `tools` (OpenAI function format), `_ask_with_tools`.
 
         Raises:
+            ConfigError: `tools` were given to an adapter that sends text only.
             Exception: what the host's model raised, as it is: the summariser reads an
                 overflow (`is_context_overflow`) as one and halves the request; any other
                 error is retried, then the extractive summary is used.
         """
+        if tools:
+            if not self.asks_with_tools:
+                raise ConfigError(
+                    f"the {self.door} door's model adapter sends text only and offers no "
+                    "tools: give an OpenAIChatModel (or --model URL/NAME) of the same provider "
+                    "where tools are needed"
+                )
+            return await self._ask_with_tools(messages, tools)
         return await self._ask_messages(messages, response_schema)
+
+    async def _ask_with_tools(
+        self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
+        """The host's reply to `messages` with `tools` offered: its text and the calls it
+        made, as a ctxoffload assistant message (an adapter with `asks_with_tools`)."""
+        raise NotImplementedError(f"{type(self).__name__} offers its host's model no tools")
 
     async def _ask_messages(
         self, messages: Sequence[Msg], response_schema: dict[str, Any] | None

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..agent import Tool
+from ..integrations import chat_model_of
 from ..model import ChatModel
 from ._ask import Answer, ask, context_messages, reading_tools
 from ._grade import Verdict, is_correct, judged
@@ -165,11 +166,11 @@ class Report:
 async def evaluate(
     workdir: str,
     session: str,
-    model: ChatModel | None = None,
+    model: object = None,
     *,
     max_calls: int = 200,
     strategy: str = "summary",
-    judge: ChatModel | None = None,
+    judge: object = None,
     references: Mapping[str, str] | None = None,
     on_plan: Callable[[Plan], None] | None = None,
     on_progress: Callable[[int, int, Probe], None] | None = None,
@@ -190,8 +191,10 @@ async def evaluate(
     Args:
         workdir: the workspace's folder.
         session: the session id.
-        model: any `ChatModel` (`OpenAIChatModel` for an OpenAI-compatible endpoint); None
-            to plan only.
+        model: any `ChatModel` (`OpenAIChatModel` for an OpenAI-compatible endpoint), or a
+            host's model object ctxoffload has a door for, asked through that door's
+            adapter (a LangChain chat model; `ctxoffload.integrations.chat_model_of` says
+            which can be offered tools); None to plan only.
         max_calls: the run stops before a probe that could take it past this many calls
             (the judge's and the summaries' counted).
         strategy: what each probe is asked after: `summary`, the messages the session's
@@ -201,7 +204,8 @@ async def evaluate(
             window keeps no copy); `langchain`, the messages kept after a summary `model`
             writes of what left, with a prompt of the same intent as LangChain's
             summarization, and nothing on disk. The probes are the same for all four.
-        judge: a `ChatModel` that grades the open probes; None for key terms.
+        judge: a `ChatModel` (or a host's model, as `model`) that grades the open probes;
+            None for key terms.
         references: for a workspace read through a local copy (a bucket's, a database's):
             each key (the store's URL) in a tool call's arguments is read as its value (the
             copy's folder).
@@ -215,24 +219,28 @@ async def evaluate(
         InvalidSessionId: `session` is not a plain name.
         FileNotFoundError: the workspace has no such session.
         ValueError: `strategy` is not one of the four.
+        ConfigError: `model` or `judge` is no model ctxoffload can ask, or `model` is a
+            host's whose door's adapter offers it no tools (said before any call).
         ModelError: a model call failed; nothing after it is asked.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    asked = None if model is None else chat_model_of(model, tools=True)
+    grader = None if judge is None else chat_model_of(judge, what="the judge")
     record = read_record(workdir, session)
     probes = list(probes_of(record))
     with tempfile.TemporaryDirectory(prefix="ctxoffload-eval-") as nothing:
         # A strategy that keeps no copy of what left: its tools read an empty folder.
         root = workdir if keeps_files(strategy) else nothing
         tools = reading_tools(root, record.tools)
-        run = _Run(record, probes, tools, model, judge, max_calls, strategy)
+        run = _Run(record, probes, tools, asked, grader, max_calls, strategy)
         run.references = references
         plan = run.plan()
         if on_plan is not None:
             on_plan(plan)
-        if model is None:
+        if asked is None:
             return Report(plan, not_asked=probes)
-        return await run.ask_all(plan, model, on_progress)
+        return await run.ask_all(plan, asked, on_progress)
 
 
 class _Run:

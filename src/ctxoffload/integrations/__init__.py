@@ -29,10 +29,16 @@ from .._lazy import lazy_exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._host_models import chat_model_of
     from ._reading import reading_functions
 
 # The read-back tools every host gets, as plain async functions: the one list the adapters and
-# the MCP proxy (`ctxoffload.mcp`) build their tools from.
-__all__ = ["reading_functions"]
+# the MCP proxy (`ctxoffload.mcp`) build their tools from; and any door's model as a
+# ctxoffload `ChatModel` (`ctxoffload eval` asks it).
+__all__ = ["chat_model_of", "reading_functions"]
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), {"reading_functions": "._reading"})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    globals(),
+    {"chat_model_of": "._host_models", "reading_functions": "._reading"},
+)

@@ -24,7 +24,7 @@ from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import HostSummaryModel, summary_reply, unresolved, usage_of
 from ..messages import Msg
 from ..model import ModelResponse, Usage
-from ._langchain_messages import to_langchain
+from ._langchain_messages import from_langchain, to_langchain
 from ._model_name import model_name_of
 
 __all__ = ["LangChainSummaryModel", "declared_window", "summary_writer"]
@@ -79,6 +79,7 @@ class LangChainSummaryModel(HostSummaryModel):
     """
 
     door = DOORS["langchain"].name  # the record says the summary came through it
+    asks_with_tools = True  # `bind_tools`: ctxoffload eval's read mode
 
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         self.model = model
@@ -112,6 +113,18 @@ class LangChainSummaryModel(HostSummaryModel):
             # off): the arguments of its tool call, else its text, go to ctxoffload's parser.
             parsed = _call_arguments(raw) or _text_of(raw)
         return summary_reply(parsed, _usage(raw))
+
+    async def _ask_with_tools(
+        self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
+        """The model's reply with `tools` bound (LangChain's `bind_tools`), its calls as
+        ctxoffload's (`from_langchain`)."""
+        config = {"tags": [_TAG_NOSTREAM], "run_name": "ctxoffload_eval"}
+        reply = await self.model.bind_tools(list(tools)).ainvoke(
+            to_langchain(messages), config=config
+        )
+        (message,) = from_langchain([reply])
+        return ModelResponse(message=message, usage=_usage(reply))
 
     def _structured_for(self, schema: dict[str, Any]) -> Any:
         key = json.dumps(schema, sort_keys=True, default=str)

@@ -22,7 +22,7 @@ from .._doors.summary_replies import HostSummaryModel, summary_reply, unresolved
 from ..messages import Msg
 from ..model import ModelResponse, Usage
 from ._model_name import model_name_of
-from ._pydantic_ai_messages import to_pydantic_ai
+from ._pydantic_ai_messages import from_pydantic_ai, to_pydantic_ai
 
 __all__ = ["PydanticAISummaryModel", "summary_writer"]
 
@@ -75,6 +75,7 @@ class PydanticAISummaryModel(HostSummaryModel):
     """
 
     door = DOORS["pydantic-ai"].name  # the record says the summary came through it
+    asks_with_tools = True  # function tools in the request: ctxoffload eval's read mode
 
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         while isinstance(model, _instrumented.InstrumentedModel):
@@ -106,6 +107,28 @@ class PydanticAISummaryModel(HostSummaryModel):
             instrument=False,
         )
         return summary_reply(_answer_of(reply), _usage(reply))
+
+    async def _ask_with_tools(
+        self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
+        """The model's reply to `messages` in one uninstrumented request offering `tools` as
+        pydantic-ai's function tools, its calls as ctxoffload's (`from_pydantic_ai`)."""
+        definitions = [
+            _ToolDefinition(
+                name=tool["function"]["name"],
+                description=tool["function"].get("description") or "",
+                parameters_json_schema=tool["function"].get("parameters") or {},
+            )
+            for tool in tools
+        ]
+        reply = await _direct.model_request(
+            self.model,
+            to_pydantic_ai(messages),
+            model_request_parameters=_models.ModelRequestParameters(function_tools=definitions),
+            instrument=False,
+        )
+        (message,) = from_pydantic_ai([reply])
+        return ModelResponse(message=message, usage=_usage(reply))
 
 
 def _answer_of(reply: Any) -> object:
