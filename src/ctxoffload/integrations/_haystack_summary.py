@@ -27,6 +27,7 @@ from typing import Any
 from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import HostSummaryModel, name_refused, summary_reply, usage_of
+from ..messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from ..model import ModelResponse, Usage
 from ._model_name import model_name_of
 
@@ -83,6 +84,7 @@ class HaystackSummaryModel(HostSummaryModel):
     """
 
     door = DOORS["haystack"].name  # the record says the summary came through it
+    asks_with_tools = True  # Haystack `Tool`s in `run`: ctxoffload eval's read mode
 
     def __init__(self, generator: Any, context_window: int | None = None) -> None:
         self.generator = generator
@@ -123,6 +125,34 @@ class HaystackSummaryModel(HostSummaryModel):
         text = getattr(reply, "text", None) or ""
         return summary_reply(text, _usage(getattr(reply, "meta", None)))
 
+    async def _ask_with_tools(self, messages: Any, tools: Any) -> ModelResponse:
+        """The generator's reply to `messages` (as Haystack's `ChatMessage`s) with `tools`
+        offered as Haystack `Tool`s it never invokes; its tool calls as ctxoffload's."""
+        tool_class = importlib.import_module("haystack.tools").Tool
+        offered = [
+            tool_class(
+                name=tool["function"]["name"],
+                description=tool["function"].get("description") or "",
+                parameters=tool["function"].get("parameters") or {},
+                function=_run_elsewhere,
+            )
+            for tool in tools
+        ]
+        options: dict[str, Any] = {"messages": _to_haystack(messages), "tools": offered}
+        if self._takes_callback and getattr(self.generator, "streaming_callback", None):
+            options["streaming_callback"] = _quiet
+        answer = await asyncio.to_thread(self._run, options)
+        replies = answer.get("replies") if isinstance(answer, dict) else None
+        reply = replies[0] if replies else None
+        said = getattr(reply, "text", None)
+        blocks: list[Any] = [TextBlock(text=said)] if isinstance(said, str) and said else []
+        blocks += [
+            ToolCallBlock(id=str(call.id or ""), name=call.tool_name, input=call.arguments or {})
+            for call in getattr(reply, "tool_calls", None) or ()
+        ]
+        message = Msg(role="assistant", content=blocks)
+        return ModelResponse(message=message, usage=_usage(getattr(reply, "meta", None)))
+
     def _run(self, options: dict[str, Any]) -> Any:
         with self._warm:
             if not self._warmed:
@@ -131,6 +161,47 @@ class HaystackSummaryModel(HostSummaryModel):
                     warm_up()
                 self._warmed = True
         return self.generator.run(**options)
+
+
+def _to_haystack(messages: Any) -> list[Any]:
+    """ctxoffload's messages as Haystack's: text turns, an assistant's tool calls as its
+    `ToolCall`s, each tool result as a tool message naming the call it answers."""
+    dataclasses = importlib.import_module("haystack.dataclasses")
+    calls: dict[str, Any] = {}
+    out: list[Any] = []
+    for msg in messages:
+        blocks = msg.content if isinstance(msg.content, list) else []
+        text = msg.text
+        if msg.role == "system":
+            out.append(_ChatMessage.from_system(text))
+        elif msg.role == "assistant":
+            made = [
+                dataclasses.ToolCall(tool_name=b.name, arguments=b.input, id=b.id)
+                for b in blocks
+                if isinstance(b, ToolCallBlock)
+            ]
+            calls.update({call.id: call for call in made})
+            out.append(_ChatMessage.from_assistant(text or None, tool_calls=made or None))
+        elif msg.role == "tool":
+            for block in blocks:
+                if isinstance(block, ToolResultBlock):
+                    origin = calls.get(block.id) or dataclasses.ToolCall(
+                        tool_name=block.name, arguments={}, id=block.id
+                    )
+                    result = (
+                        block.output
+                        if isinstance(block.output, str)
+                        else "".join(p.text for p in block.output if isinstance(p, TextBlock))
+                    )
+                    out.append(_ChatMessage.from_tool(result, origin, error=block.is_error))
+        else:
+            out.append(_ChatMessage.from_user(text))
+    return out
+
+
+def _run_elsewhere(**arguments: Any) -> str:
+    """A tool's call is run by its asker (`ctxoffload eval`), never by Haystack."""
+    raise RuntimeError("ctxoffload runs this tool's calls itself")
 
 
 def _quiet(chunk: Any) -> None:

@@ -23,8 +23,10 @@ from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import HostSummaryModel, summary_reply, unresolved, usage_of
 from ..exceptions import ConfigError
+from ..formats.responses import from_responses, to_responses
+from ..messages import Msg, TextBlock
 from ..model import ModelResponse, Usage
-from ._openai_agents_items import INSTALL_HINT
+from ._openai_agents_items import INSTALL_HINT, as_item
 
 __all__ = ["AgentsSummaryModel", "summary_writer"]
 
@@ -87,6 +89,7 @@ class AgentsSummaryModel(HostSummaryModel):
     """
 
     door = DOORS["openai-agents"].name  # the record says the summary came through it
+    asks_with_tools = True  # function tools in the request: ctxoffload eval's read mode
 
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         self._model = model
@@ -120,6 +123,59 @@ class AgentsSummaryModel(HostSummaryModel):
             prompt=None,
         )
         return summary_reply(_text_of(reply), _usage(reply))
+
+    async def _ask_with_tools(self, messages: Any, tools: Any) -> ModelResponse:
+        """The model's reply to `messages` (as Responses input items) with `tools` offered as
+        the SDK's function tools, outside any run and untraced; its calls as ctxoffload's."""
+        system = "\n\n".join(m.text for m in messages if m.role == "system" and m.text)
+        items = [_plain(item) for item in to_responses([m for m in messages if m.role != "system"])]
+        offered = [
+            _sdk("agents").FunctionTool(
+                name=tool["function"]["name"],
+                description=tool["function"].get("description") or "",
+                params_json_schema=tool["function"].get("parameters") or {},
+                on_invoke_tool=_run_elsewhere,
+                strict_json_schema=False,
+            )
+            for tool in tools
+        ]
+        reply = await self._resolved().get_response(
+            system or None,
+            items,
+            _sdk("agents").ModelSettings(),
+            offered,
+            None,
+            [],
+            _sdk("agents.models.interface").ModelTracing.DISABLED,
+            previous_response_id=None,
+            conversation_id=None,
+            prompt=None,
+        )
+        said = from_responses([as_item(item) for item in getattr(reply, "output", None) or ()])
+        blocks = [
+            block
+            for msg in said
+            for block in (
+                msg.content if isinstance(msg.content, list) else [TextBlock(text=msg.content)]
+            )
+        ]
+        return ModelResponse(message=Msg(role="assistant", content=blocks), usage=_usage(reply))
+
+
+def _plain(item: dict[str, Any]) -> dict[str, Any]:
+    """An assistant's text item as the SDK takes it from any model's input (its Chat
+    Completions converter refuses `output_text` parts outside a `message` item)."""
+    parts = item.get("content")
+    if item.get("role") != "assistant" or not isinstance(parts, list):
+        return item
+    if not all(isinstance(p, dict) and p.get("type") == "output_text" for p in parts):
+        return item
+    return {**item, "content": "".join(str(p.get("text") or "") for p in parts)}
+
+
+async def _run_elsewhere(context: Any, arguments: str) -> str:
+    """A function tool's call is run by its asker (`ctxoffload eval`), never by the SDK."""
+    raise RuntimeError("ctxoffload runs this tool's calls itself")
 
 
 @functools.cache
