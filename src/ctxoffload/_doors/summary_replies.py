@@ -92,15 +92,19 @@ class HostSummaryModel:
     ) -> ModelResponse:
         """Ask the host's model once for the summary of `messages` (no tool is offered: a
         summary calls none), with `response_schema` through the host's structured output
-        where it has one; with `tools` (OpenAI function format), `_ask_with_tools`.
+        where it has one. With `tools` (OpenAI function format) and no `response_schema`
+        (not a summary: `ctxoffload eval`'s read mode), `_ask_with_tools`; a summary request
+        that carries the agent's tools (one shaped as the agent's last, for its cache) is
+        asked without them, as ever.
 
         Raises:
-            ConfigError: `tools` were given to an adapter that sends text only.
+            ConfigError: `tools` were given, outside a summary, to an adapter that sends
+                text only.
             Exception: what the host's model raised, as it is: the summariser reads an
                 overflow (`is_context_overflow`) as one and halves the request; any other
                 error is retried, then the extractive summary is used.
         """
-        if tools:
+        if tools and response_schema is None:
             if not self.asks_with_tools:
                 raise ConfigError(
                     f"the {self.door} door's model adapter sends text only and offers no "

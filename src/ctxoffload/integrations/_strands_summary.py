@@ -13,6 +13,7 @@ message of `agent.messages` holds it.
 from __future__ import annotations
 
 import importlib
+import json
 from typing import Any
 
 from .._doors.doors import DOORS
@@ -20,6 +21,7 @@ from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import HostSummaryModel, name_refused, summary_reply, usage_of
 from ..compression import Summary
 from ..exceptions import ConfigError
+from ..formats import from_converse, to_converse
 from ..model import ModelResponse, Usage
 from ._model_name import model_name_of
 
@@ -66,6 +68,7 @@ class StrandsSummaryModel(HostSummaryModel):
     """
 
     door = DOORS["strands"].name  # the record says the summary came through it
+    asks_with_tools = True  # tool specs in `stream`: ctxoffload eval's read mode
 
     def __init__(self, model: Any, context_window: int | None = None) -> None:
         self.model = model
@@ -107,6 +110,58 @@ class StrandsSummaryModel(HostSummaryModel):
                 texts.append(delta["text"])
             usage = _usage(event) or usage
         return summary_reply("".join(texts), usage)
+
+    async def _ask_with_tools(self, messages: Any, tools: Any) -> ModelResponse:
+        """The model's streamed reply to `messages` (as Converse messages, Strands' own) with
+        `tools` as its tool specs; its text and tool uses as ctxoffload's."""
+        system, asked = to_converse(messages)
+        specs = [
+            {
+                "name": tool["function"]["name"],
+                "description": tool["function"].get("description") or "",
+                "inputSchema": {"json": tool["function"].get("parameters") or {}},
+            }
+            for tool in tools
+        ]
+        prompt = "\n\n".join(str(b.get("text", "")) for b in system) or None
+        reply = _Reply()
+        async for event in self.model.stream(asked, specs, prompt):
+            if isinstance(event, dict):
+                reply.add(event)
+        (message,) = from_converse([reply.message()])
+        return ModelResponse(message=message, usage=reply.usage)
+
+
+class _Reply:
+    """A Strands model's streamed reply, put together as one Converse message: its text and
+    each tool use, whose input comes in pieces of JSON."""
+
+    def __init__(self) -> None:
+        self.blocks: list[dict[str, Any]] = []
+        self.usage: Usage | None = None
+        self._text: list[str] = []
+        self._use: dict[str, Any] | None = None
+        self._input: list[str] = []
+
+    def add(self, event: dict[str, Any]) -> None:
+        started = event.get("contentBlockStart", {}).get("start", {}).get("toolUse")
+        if isinstance(started, dict):
+            self._use, self._input = dict(started), []
+        delta = event.get("contentBlockDelta", {}).get("delta", {})
+        if isinstance(delta.get("text"), str):
+            self._text.append(delta["text"])
+        if isinstance(delta.get("toolUse"), dict) and self._use is not None:
+            self._input.append(str(delta["toolUse"].get("input", "")))
+        if "contentBlockStop" in event and self._use is not None:
+            arguments = "".join(self._input)
+            self._use["input"] = json.loads(arguments) if arguments.strip() else {}
+            self.blocks.append({"toolUse": self._use})
+            self._use = None
+        self.usage = _usage(event) or self.usage
+
+    def message(self) -> dict[str, Any]:
+        text = "".join(self._text)
+        return {"role": "assistant", "content": [*([{"text": text}] if text else []), *self.blocks]}
 
 
 def _is_summary_schema(schema: dict[str, Any] | None) -> bool:
