@@ -73,3 +73,21 @@ def test_a_langchain_chat_model_is_asked_as_the_same_model_over_http(tmp_path: P
     assert through.results and seen(through) == seen(direct)
     assert read_only_by_reading(through)  # tools were bound through LangChain, its calls ran
     assert [] in chat.offered and any(offered[:2] == ["Read", "Grep"] for offered in chat.offered)
+
+
+def test_a_summary_request_carrying_the_agents_tools_is_asked_without_them() -> None:
+    """A summary shaped as the agent's last request (for its cache) carries the agent's
+    tools: the door's adapter asks it with the summary's schema alone, as before eval."""
+    from ctxoffload import Msg, Summary
+    from ctxoffload.integrations import chat_model_of
+
+    chat = ReaderChatModel()
+    read = {"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}}
+    asyncio.run(
+        chat_model_of(chat).generate(
+            [Msg(role="user", content="Summarise the conversation so far.")],
+            tools=[read],
+            response_schema=Summary.model_json_schema(),
+        )
+    )
+    assert chat.offered and all("Read" not in offered for offered in chat.offered)
