@@ -1,11 +1,14 @@
 """What the tests of `ctxoffload eval` through a door's model share: the deterministic reader
-(tests/eval/reader.py), the demo's session to evaluate, and the same evaluation asked of the
-reader over HTTP as an `OpenAIChatModel`, to compare a host's model with."""
+(tests/eval/reader.py), the demo's session to evaluate, the same evaluation asked of the
+reader over HTTP as an `OpenAIChatModel`, and the comparison of the two (`asked_alike`)."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib.util
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -49,16 +52,49 @@ def seen(report: Any) -> list[tuple[Any, ...]]:
     ]
 
 
-def over_http(workdir: Path) -> Any:
-    """The demo session evaluated by the reader served on 127.0.0.1, as `OpenAIChatModel`."""
+ModelAt = Callable[[str], AbstractAsyncContextManager[Any]]
+"""A model asked at an OpenAI-compatible base URL, held open while `async with` lasts
+(`contextlib.nullcontext(model)` for one that keeps nothing to close)."""
+
+
+def served(workdir: Path, model_at: ModelAt) -> tuple[Any, list[list[str]]]:
+    """The demo session evaluated through `model_at(url)` with the reader served at the URL
+    on 127.0.0.1: the report, and the names of the tools each request offered."""
 
     async def evaluated(base_url: str) -> Any:
-        async with OpenAIChatModel("reader", base_url=base_url, api_key="test") as model:
+        async with model_at(base_url) as model:
             return await evaluate(str(workdir), DEMO_SESSION, model)
 
     with OpenAIServer() as server:
         server.responder = READER.answer_as_reader
-        return asyncio.run(evaluated(server.base_url))
+        report = asyncio.run(evaluated(server.base_url))
+        bodies = list(server.requests)
+    return report, [[t["function"]["name"] for t in body.get("tools") or []] for body in bodies]
+
+
+def over_http(workdir: Path) -> Any:
+    """The demo session evaluated by the reader served on 127.0.0.1, as `OpenAIChatModel`."""
+    return served(workdir, lambda url: OpenAIChatModel("reader", base_url=url, api_key="test"))[0]
+
+
+def assert_asked_alike(direct: Any, through: Any, offered: list[list[str]]) -> None:
+    """`through` (a host's model) answered and read as `direct` (`over_http`), probe by probe;
+    a probe only a read answers was answered by a read; the read mode's requests offered the
+    read-back tools, the others none."""
+    assert through.results and seen(through) == seen(direct)
+    assert read_only_by_reading(through)
+    assert [] in offered and any(names[:2] == ["Read", "Grep"] for names in offered)
+
+
+def asked_alike(root: Path, model_at: ModelAt) -> None:
+    """The demo's session (made under `root`) evaluated through a host's model at the served
+    reader (`model_at(url)`) is asked as the same reader is as `OpenAIChatModel`
+    (`assert_asked_alike`). What the host's client leaves to the collector is collected here,
+    inside the caller's test, not in whichever test runs next."""
+    workdir = demo_workdir(root)
+    through, offered = served(workdir, model_at)
+    assert_asked_alike(over_http(workdir), through, offered)
+    gc.collect()
 
 
 def read_only_by_reading(report: Any) -> bool:

@@ -5,8 +5,7 @@ alike, probe by probe."""
 
 from __future__ import annotations
 
-import asyncio
-import gc
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -14,37 +13,19 @@ from frameworks import require_framework
 
 require_framework("strands", "strands")
 
-from host_eval import (  # noqa: E402
-    DEMO_SESSION,
-    READER,
-    demo_workdir,
-    over_http,
-    read_only_by_reading,
-    seen,
-)
+from host_eval import asked_alike  # noqa: E402
 from strands.models.openai import OpenAIModel  # noqa: E402
-
-from ctxoffload.eval import evaluate  # noqa: E402
-from openai_server import OpenAIServer  # noqa: E402
 
 
 # The host's OpenAI client may leave a socket for the collector (its pool, not ctxoffload's):
-# collected here, inside this test, rather than failing whichever test runs next.
+# `asked_alike` collects it inside this test, rather than failing whichever test runs next.
 @pytest.mark.filterwarnings(
     "ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning"
 )
 def test_a_strands_model_is_asked_as_the_same_model_over_http(tmp_path: Path) -> None:
-    workdir = demo_workdir(tmp_path)
-    direct = over_http(workdir)
-    with OpenAIServer() as server:
-        server.responder = READER.answer_as_reader
-        model = OpenAIModel(
-            client_args={"base_url": server.base_url, "api_key": "test"}, model_id="reader"
-        )
-        through = asyncio.run(evaluate(str(workdir), DEMO_SESSION, model))
-        bodies = list(server.requests)
-    offered = [[t["function"]["name"] for t in body.get("tools") or []] for body in bodies]
-    assert through.results and seen(through) == seen(direct)
-    assert read_only_by_reading(through)  # Strands offered the tools, its tool uses ran
-    assert [] in offered and any(names[:2] == ["Read", "Grep"] for names in offered)
-    gc.collect()
+    asked_alike(
+        tmp_path,
+        lambda url: nullcontext(
+            OpenAIModel(client_args={"base_url": url, "api_key": "test"}, model_id="reader")
+        ),
+    )
