@@ -9,7 +9,7 @@ import pytest
 from eval_session import DEMO_SESSION
 
 from ctxoffload.eval._probes import normalised, probes_of, state_at_the_cut
-from ctxoffload.eval._record import read_record
+from ctxoffload.eval._record import Compaction, SessionRecord, read_record
 from ctxoffload.text import message_text
 
 
@@ -97,3 +97,47 @@ def test_the_state_is_the_agents_last_step_before_the_cut(demo_workdir: Path) ->
         (call,) = [b for b in message["content"] if b["type"] == "tool_call"]
         assert probe.answer.endswith(f"Then called {call['name']} with {json.dumps(call['input'])}")
     assert states[0].answer.startswith("Which orders failed? Then called query_api")
+
+
+def _user(text: str) -> dict[str, object]:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def _record(*compactions: list[dict[str, object]]) -> SessionRecord:
+    """A session whose compactions each moved these messages out, numbered by their line of
+    context.jsonl in order, and sent nothing that holds them."""
+    made, line = [], 0
+    for number, left in enumerate(compactions, start=1):
+        numbered = [(line + i, message) for i, message in enumerate(left, start=1)]
+        line += len(left)
+        made.append(Compaction(number, (numbered[0][0], line), numbered, step=number * 2))
+    return SessionRecord("/nowhere", "s", "sessions/s", made, stored={}, tools=[])
+
+
+def test_the_task_is_the_users_first_request_never_a_hosts_preamble_or_an_output() -> None:
+    """Codex sends its environment first and a request from an IDE under a heading;
+    mini-swe-agent sends each command's output back as user text; a later "ok continue" is a
+    request, but not what the session was for: the task is the first request, read as the
+    extractive summary reads one, asked once, where it left."""
+    codex = _record(
+        [
+            _user("<environment_context>\n  <cwd>/repo</cwd>\n</environment_context>"),
+            _user(
+                "# Context from my IDE setup:\n\n## Open tabs:\n- a.ts\n\n"
+                "## My request for Codex:\nMigrate the app from supabase to prisma."
+            ),
+            {"role": "assistant", "content": [{"type": "text", "text": "Looking."}]},
+        ],
+        [
+            _user("<returncode>0</returncode>\n<output>\nok\n</output>"),
+            _user("ok continue"),
+            {"role": "assistant", "content": [{"type": "text", "text": "Continuing."}]},
+        ],
+    )
+    tasks = [p for p in probes_of(codex) if p.category == "task"]
+    assert [(p.compaction, p.answer, p.where) for p in tasks] == [
+        (1, "Migrate the app from supabase to prisma.", "context.jsonl:2")
+    ]
+    # A session whose first request is an output's echo alone asks no task at all.
+    outputs = _record([_user("<returncode>1</returncode>\n<output>boom</output>")])
+    assert [p for p in probes_of(outputs) if p.category == "task"] == []

@@ -7,7 +7,8 @@ messages and Anthropic-style ones in `tool_result` blocks, which `Msg` carries a
 plain user message (`<returncode>0</returncode><output>...`, `OBSERVATION:`); Claude Code
 and Codex send their own preambles and command echoes as user messages too. The extractive
 summary (`_summary_extract`) reads them all through this module, so that a command's output
-is never taken for what the user asked.
+is never taken for what the user asked; which user text is a request, and what it asks, is
+one rule for the summary and `ctxoffload eval`'s probes (`ctxoffload/_requests.py`).
 
 Every scan here is linear in the text it reads, and reads at most `SCAN_CHARS` of the start
 and of the end of one message: an output of megabytes on one line costs no more than that.
@@ -20,8 +21,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .._depth import load_json
+from .._requests import (
+    SCAN_CHARS,
+    SPACES,
+    clean,
+    is_observation_text,
+    request_of,
+    saved_cut,
+)
 from ..messages import Msg, TextBlock, ToolResultBlock
-from ..text import TRUNCATION_MARKER
 from ._notes import is_context_note
 
 __all__ = [
@@ -34,38 +42,6 @@ __all__ = [
     "scanned",
     "unescape_json_text",
 ]
-
-SCAN_CHARS = 100_000
-"""The most characters read from each end of one message: errors and results sit at the
-start or the end of an output, and the whole message is in the context log."""
-
-# User messages that are no request: a tool's output sent back as user text, a host's
-# preamble or command echo, a note that the user interrupted. Matched at the text's start.
-_NOT_A_REQUEST = re.compile(
-    r"""\A\s*(?:
-        <returncode>|<output>|<output_head>|<warning>|<error>|<observation>
-      | OBSERVATION:|Observation:|Tool\s+(?:output|result):|\[Tool\s+result
-      | <tool_result|<tool_response>|<function_results>|<function_result>
-      | <local-command-std(?:out|err)>|<bash-std(?:out|err)>|<bash-input>
-      | <environment_context>|<user_instructions>
-      | Caveat:\s+The\s+messages\s+below\s+were\s+generated
-      | \[Request\s+interrupted
-      | Your\s+command\s+ran\s+successfully
-      | Please\s+always\s+provide\s+EXACTLY\s+ONE\s+action
-    )""",
-    re.VERBOSE,
-)
-# A slash command as Claude Code records it; only one given arguments asks for something.
-_COMMAND_NAME = re.compile(r"<command-name>\s*(/?[^<\s]*)\s*</command-name>")
-_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
-# Codex from an IDE: the open tabs first, then the request under this heading.
-_IDE_REQUEST = "## My request for Codex:"
-# A tag alone on its line (`<pr_description>`, `</task>`): a wrapper, whose content stays.
-_WRAPPER_LINE = re.compile(r"^[ \t]*</?[A-Za-z_][\w.-]{0,40}>[ \t]*$", re.MULTILINE)
-_WRAPPER_EDGE = re.compile(r"\A\s*<[A-Za-z_][\w.-]{0,40}>|</[A-Za-z_][\w.-]{0,40}>\s*\Z")
-_SPACES = re.compile(r"[ \t\r\f\v]+")
-_BLANK_LINES = re.compile(r"\n\s*\n+")
-_SAVED_IN = re.compile(r"saved in:\n([^\n]+)\n|; all in (\S+) \(")
 
 # Exit codes as the formats write them.
 _EXIT_CODES = (
@@ -109,84 +85,12 @@ def scanned(text: str) -> str:
     return text[:SCAN_CHARS] + "\n" + text[-SCAN_CHARS:]
 
 
-def clean(text: str) -> str:
-    """`text` without NUL bytes and lone surrogates, which no summary should carry."""
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-    return text.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(text) else text
-
-
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def is_observation_text(text: str) -> bool:
-    """Whether a user message's text is no request: a tool's output, a host's preamble, an
-    interruption note (see the module's docstring)."""
-    head = text[:400]
-    if _NOT_A_REQUEST.match(head):
-        return True
-    name = _COMMAND_NAME.search(head)
-    if name is not None:  # a slash command with no arguments (`/clear`) asks nothing
-        arguments = _COMMAND_ARGS.search(text[:4000])
-        return arguments is None or not arguments.group(1).strip()
-    return False
-
-
 def request_text(msg: Msg) -> str | None:
-    """The substance of a person's request in `msg`, whitespace folded, or None when `msg` is
-    not one (a tool's output, a preamble, a note, an image without words).
-
-    Wrapper tags on lines of their own (`<pr_description>`, `<task>`) go and their content
-    stays; a slash command reads `/name arguments`; a Codex request from an IDE is the text
-    under its heading; a request ctxoffload cut keeps its start and names the file.
-    """
+    """The substance of a person's request in `msg` (`request_of` its text), or None when
+    `msg` is not one: not a user's, a tool result, ctxoffload's own note, or no request."""
     if msg.role != "user" or msg.tool_results or is_context_note(msg):
         return None
-    text = msg.text[: 2 * SCAN_CHARS]
-    if not text.strip() or is_observation_text(text):
-        return None
-    saved = None
-    cut = text.find(TRUNCATION_MARKER)
-    if cut >= 0:
-        found = _SAVED_IN.search(text, cut)
-        saved = (found.group(1) or found.group(2)) if found else None
-        text = text[:cut]
-    text = _without_reminders(text)
-    name = _COMMAND_NAME.search(text[:400])
-    if name is not None:
-        arguments = _COMMAND_ARGS.search(text)
-        text = f"{name.group(1)} {arguments.group(1) if arguments else ''}"
-    at = text.find(_IDE_REQUEST)
-    if at >= 0:
-        text = text[at + len(_IDE_REQUEST) :]
-    text = _WRAPPER_EDGE.sub("", _WRAPPER_LINE.sub("", text))
-    text = _BLANK_LINES.sub("\n", _SPACES.sub(" ", clean(text))).strip()
-    if not text:
-        return None
-    return f"{text} (the whole request is in {saved})" if saved else text
-
-
-_REMINDER_OPEN, _REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
-
-
-def _without_reminders(text: str) -> str:
-    """`text` without the `<system-reminder>` blocks a host adds to a user's message (Claude
-    Code puts them beside the words typed); an unclosed one is left as it is."""
-    parts = []
-    at = 0
-    while (start := text.find(_REMINDER_OPEN, at)) >= 0:
-        end = text.find(_REMINDER_CLOSE, start)
-        if end < 0:
-            break
-        parts.append(text[at:start])
-        at = end + len(_REMINDER_CLOSE)
-    parts.append(text[at:])
-    return "".join(parts)
+    return request_of(msg.text[: 2 * SCAN_CHARS])
 
 
 @dataclass
@@ -256,12 +160,7 @@ def _observation(index: int, msg: Msg, text: str, is_error: bool) -> Observation
             exit_code = code if isinstance(code, int) else None
         else:  # cut by ctxoffload, so no longer JSON: its escapes read back by hand
             text = unescape_json_text(stripped.removeprefix('{"output":"'))
-    file = None
-    cut = text.find(TRUNCATION_MARKER)
-    if cut >= 0:
-        found = _SAVED_IN.search(text, cut)
-        file = (found.group(1) or found.group(2)) if found else None
-        text = text[:cut]
+    text, file = saved_cut(text)
     if exit_code is None:
         for pattern in _EXIT_CODES:
             found = pattern.search(text[:300]) or pattern.search(text[-300:])
@@ -336,5 +235,5 @@ def _next_line(text: str, at: int) -> str:
 
 
 def _one_line(line: str, limit: int = 200) -> str:
-    line = _SPACES.sub(" ", line).strip()
+    line = SPACES.sub(" ", line).strip()
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .._requests import request_of
 from ..text import message_text
 from ._record import Compaction, SessionRecord
 
@@ -114,6 +115,18 @@ def _output_text(block: dict[str, Any]) -> str:
     return ""
 
 
+def _request(message: dict[str, Any]) -> str | None:
+    """What the user asked in `message`, as the extractive summary reads a request
+    (`request_of`): None for another role, a tool's results, a summary, or user text no one
+    typed (a host's preamble such as Codex's `<environment_context>`, a tool's output)."""
+    if message.get("role") != "user" or any(
+        b.get("type") == "tool_result" for b in _blocks(message)
+    ):
+        return None
+    text = _text_of(message)
+    return None if _is_summary(text) else request_of(text)
+
+
 def _is_summary(text: str) -> bool:
     return text.lstrip().startswith(_SUMMARY_OPENINGS)
 
@@ -146,8 +159,13 @@ class _Ordinals:
     def __init__(self, record: SessionRecord) -> None:
         self.shell: dict[int, int] = {}
         self.spoken: dict[int, int] = {}
+        self.task: tuple[int, str] | None = None
+        """The session's first request that left the context, with its line: the task (a
+        later request, "ok continue", is not what the session was for)."""
         for compaction in record.compactions:
             for line, message in compaction.left:
+                if self.task is None and (task := _request(message)) is not None:
+                    self.task = line, task
                 if message.get("role") != "assistant":
                     continue
                 text = _text_of(message)
@@ -339,16 +357,14 @@ def _number_probes(candidates: _Candidates, call: str, name: str, text: str, whe
 
 def _open_probes(candidates: _Candidates) -> None:
     left = candidates.compaction.left
-    for line, message in left:
-        text = _text_of(message).strip()
-        if message.get("role") == "user" and text and not _is_summary(text):
-            candidates.add(
-                "task",
-                "What task did the user give you in this session? Answer in one sentence.",
-                text[:_LONGEST_ANSWER],
-                f"context.jsonl:{line}",
-            )
-            break
+    task = candidates.ordinals.task
+    if task is not None and any(line == task[0] for line, _ in left):
+        candidates.add(
+            "task",
+            "What task did the user give you in this session? Answer in one sentence.",
+            task[1][:_LONGEST_ANSWER],
+            f"context.jsonl:{task[0]}",
+        )
     spoken = [
         (line, _text_of(m).strip())
         for line, m in left
