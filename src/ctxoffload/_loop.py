@@ -180,7 +180,22 @@ def _serve(loop: asyncio.AbstractEventLoop) -> None:
     try:
         loop.run_forever()
     finally:
-        loop.close()
+        try:
+            _cancel_left(loop)
+        finally:
+            loop.close()
+
+
+def _cancel_left(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is still pending on a stopped loop and let it end, as `asyncio.run` does:
+    a lease's renewal task, left sleeping on the loop of the door object that was collected,
+    was destroyed pending with the loop ("Task was destroyed but it is pending!" on stderr
+    at the host's exit). A lease dropped unreleased still expires: only its beat stops."""
+    left = asyncio.all_tasks(loop)
+    for task in left:
+        task.cancel()
+    if left:
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
 
 class LoopLock:
