@@ -253,6 +253,24 @@ def test_replay_refuses_a_folder_that_is_not_a_workspace(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
 
 
+def test_replay_writes_into_an_empty_folder_made_for_it_as_demo_does(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    """`mkdir runs && ctxoffload replay t.json --workdir runs` was refused as "not a ctxoffload
+    workspace", where `demo --workdir runs` takes the same folder; a link to an empty folder
+    is still no folder of its own, and is refused."""
+    good = tmp_path / "t.json"
+    good.write_text(json.dumps(openai_transcript(2)))
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    result = cli("replay", good, "--workdir", tmp_path / "link")
+    assert result.code == 2 and "not a ctxoffload workspace" in result.err
+    assert list((tmp_path / "empty").iterdir()) == []
+    result = cli("replay", good, "--session", "t", "--workdir", tmp_path / "empty")
+    assert result.code == 0, result.err
+    assert (tmp_path / "empty" / "sessions" / "t" / "events.jsonl").is_file()
+
+
 def test_replay_refuses_a_hostile_or_taken_session(tmp_path: Path, cli: Callable[..., Any]) -> None:
     good = tmp_path / "t.json"
     good.write_text(json.dumps(openai_transcript(2)))

@@ -200,23 +200,39 @@ def _summary_model(name: str | None, base_url: str | None) -> Any:
 
 
 def _prepare_workspace(where: Workdir) -> Any:
-    """The workspace to write into: an existing one, or a folder that does not exist yet.
+    """The workspace to write into: an existing one, an empty folder (one made for it, as
+    `demo --workdir` takes), or a folder that does not exist yet.
 
     Raises:
-        CliError: the folder exists and is not a workspace (the reader's `sessions_folder`
-            says why).
+        CliError: the folder holds other things and is not a workspace (the reader's
+            `sessions_folder` says why).
     """
     from .._disk.read import sessions_folder
     from ..exceptions import InvalidReference
     from ..workspace import LocalWorkspace
 
     workdir = where.local()
-    if os.path.lexists(workdir):
+    if os.path.lexists(workdir) and not _empty_folder(workdir):
         try:
             sessions_folder(str(workdir))
         except InvalidReference as exc:
-            raise CliError(f"{exc}: pass --workdir with a workspace or a new folder") from None
+            raise CliError(
+                f"{exc}: pass --workdir with a workspace, an empty folder or a new one"
+            ) from None
     return LocalWorkspace(workdir, fsync=False)
+
+
+def _empty_folder(path: os.PathLike[str] | str) -> bool:
+    """Whether `path` is a folder itself (not a link to one) with nothing in it."""
+    import stat
+
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            return False
+        with os.scandir(path) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
 
 
 def run(args: argparse.Namespace) -> int:
