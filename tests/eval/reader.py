@@ -219,15 +219,18 @@ def _last_step(seen: _Seen) -> str:
         return _UNKNOWN
     said: list[str] = []
     call: str | None = None
-    arguments: dict[str, str] = {}
+    arguments: dict[str, Any] = {}
     for row in rows[starts[-1] + 1 :]:
         if re.match(r"^\[\w+\]", row):
             break
         found = re.match(r"^-> tool call (\S+) \(id", row)
         if found:
             call, arguments = found.group(1), {}
-        elif call is not None and (pair := re.match(r"^  (\w+): (.*)$", row)):
-            arguments[pair.group(1)] = pair.group(2)
+        elif call is not None and (pair := re.match(r"^  (\w+)(\[\d+\])?: (.*)$", row)):
+            if pair.group(2):  # a list's items, one row each: `command[0]: bash`
+                arguments.setdefault(pair.group(1), []).append(pair.group(3))
+            else:
+                arguments[pair.group(1)] = pair.group(3)
         elif call is None and row.strip():
             said.append(row.strip())
     text = " ".join(said)
