@@ -188,6 +188,21 @@ def test_grep_finds_a_tool_call_argument_as_the_model_wrote_it(workspace: LocalW
     )
 
 
+def test_grep_with_context_shows_a_matching_message_whole(workspace: LocalWorkspace) -> None:
+    """Asked for a call's id, Grep shows the line of the call that matched; asked with
+    context, the matching message whole, as the messages around it are (its arguments beside
+    the id: an agent looking for what a call was given had them only one Read later)."""
+    toolbox = FileToolbox([workspace.workdir], max_line_chars=300)
+    alone = toolbox.grep("id c2", "sessions/s1/context.jsonl")
+    assert alone == "sessions/s1/context.jsonl:4:[assistant] -> tool call python (id c2)"
+    around = toolbox.grep("id c2", "sessions/s1/context.jsonl", context_lines=1).splitlines()
+    assert around[0].startswith("sessions/s1/context.jsonl-3-[tool] ⏎ <- tool result bash")
+    assert around[1] == (
+        "sessions/s1/context.jsonl:4:[assistant] ⏎ -> tool call python (id c2) ⏎ "
+        '  code: print("FAILURE: disk") ⏎ print("naïve \\\\ done") ⏎   timeout: 5'
+    )
+
+
 def test_grep_matches_a_pattern_anchored_at_a_message_line(workspace: LocalWorkspace) -> None:
     # The role header is put before the line shown; the match is on the line itself.
     result = FileToolbox([workspace.workdir]).grep("^then stop$", "sessions/s1/context.jsonl")

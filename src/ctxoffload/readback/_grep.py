@@ -182,6 +182,9 @@ class _Search:
                     self.matcher,
                     _numbered(file, deadline),
                     context=self.context,
+                    # Asked for context, a matching message is shown whole too, as the
+                    # messages around it are: a call's id found, its arguments beside it.
+                    whole_message=self.context > 0,
                     max_chars=self.max_line_chars,
                 )
                 if is_jsonl(shown)

@@ -8,8 +8,9 @@ as the model saw them, else on its raw JSON; so a string copied from what the mo
 found although the log stores it JSON-escaped, and every door finds the same log lines.
 
 What a matching log line shows depends on the tool: Grep shows the message line that
-matched, after the message's `[role]` header (`[role] text`); the retrieval tool shows the
-whole message with its lines joined by ` ⏎ `. A log line that matched on its raw JSON is
+matched, after the message's `[role]` header (`[role] text`), or, asked for context lines,
+the whole message as the lines around it are; the retrieval tool shows the whole message
+with its lines joined by ` ⏎ `. A log line that matched on its raw JSON is
 shown raw; a context line is its message joined by ` ⏎ `.
 
 `in_context` judges each line of a log once, in order, and gives each match with the
