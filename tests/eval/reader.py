@@ -83,6 +83,32 @@ class _Seen:
                 lines.append(prefix.sub("", row))
         return lines
 
+    def arguments_of(self, call: str) -> dict[str, Any]:
+        """`call`'s arguments: from the tool calls it is sent, else from the rows a Read or a
+        Grep of context.jsonl showed of it (`-> tool call NAME (id CALL)`, then a row per
+        argument, a list's items a row each)."""
+        if call in self.arguments:
+            return self.arguments[call]
+        found: dict[str, Any] = {}
+        taking = False
+        rows = [
+            part
+            for line in self.blob.splitlines()
+            # Read's numbered rows, or Grep's lines (a message whole: its rows joined by ⏎)
+            for part in re.sub(r"^(?:\S*context\.jsonl[-:]\d+[-:]|\s*\d*\t)", "", line).split(" ⏎ ")
+        ]
+        for row in rows:
+            if re.match(r"^\s*-> tool call \S+ \(id " + re.escape(call) + r"\)", row):
+                taking, found = True, {}
+            elif taking and (pair := re.match(r"^\s+(\w+)(\[\d+\])?: (.*)$", row)):
+                if pair.group(2):
+                    found.setdefault(pair.group(1), []).append(pair.group(3))
+                else:
+                    found[pair.group(1)] = pair.group(3)
+            elif taking:
+                break
+        return found
+
     def context_line(self, number: int) -> str:
         """The text Read showed of line `number` of context.jsonl (numbered rows and the
         rows that continue them)."""
@@ -130,6 +156,12 @@ def _reading(question: str, seen: _Seen) -> dict[str, Any] | None:
         return None
     if context is None:
         return None
+    asks_an_argument = "did the agent pass" in question or "What command did the agent" in question
+    if call is not None and asks_an_argument and call not in seen.arguments:
+        return {
+            "name": "Grep",
+            "arguments": {"pattern": re.escape(call), "path_or_glob": context, "context_lines": 8},
+        }
     if line is not None:
         return {"name": "Read", "arguments": {"path": context, "offset": line, "limit": 2}}
     if question.startswith("What task"):
@@ -196,10 +228,13 @@ def _answer(question: str, seen: _Seen) -> str:
                 return found.group(1) or found.group(2)
         return _UNKNOWN
     if (asked := re.search(r"What `(\w+)` did the agent pass to", question)) and call:
-        return str(seen.arguments.get(call, {}).get(asked.group(1), _UNKNOWN))
+        return str(seen.arguments_of(call).get(asked.group(1), _UNKNOWN))
     if question.startswith("What command did the agent run") and call:
-        arguments = seen.arguments.get(call, {})
-        return str(next((v for k, v in arguments.items() if k in ("command", "cmd")), _UNKNOWN))
+        arguments = seen.arguments_of(call)
+        command = next((v for k, v in arguments.items() if k in ("command", "cmd")), _UNKNOWN)
+        if isinstance(command, list):  # ["bash", "-lc", "script"]: the script
+            command = command[-1] if len(command) == 3 and "c" in command[1] else " ".join(command)
+        return str(command)
     if line is not None:
         return _about_a_message(question, seen, line)
     if question.startswith("What task"):

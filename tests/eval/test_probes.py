@@ -141,3 +141,33 @@ def test_the_task_is_the_users_first_request_never_a_hosts_preamble_or_an_output
     # A session whose first request is an output's echo alone asks no task at all.
     outputs = _record([_user("<returncode>1</returncode>\n<output>boom</output>")])
     assert [p for p in probes_of(outputs) if p.category == "task"] == []
+
+
+def _call(call_id: str, command: object) -> dict[str, object]:
+    block = {"type": "tool_call", "id": call_id, "name": "shell", "input": {"command": command}}
+    return {"role": "assistant", "content": [block]}
+
+
+def test_a_command_passed_as_an_argument_vector_is_asked_as_the_command_it_runs() -> None:
+    """Codex passes a shell call's command as a vector (`["bash", "-lc", SCRIPT]`): its
+    commands were never asked. The command is the script a shell is given with `-c`, or the
+    words as a shell reads them; a vector of anything but words is no command."""
+    record = _record(
+        [
+            _user("Find the supabase clients."),
+            _call("c1", ["bash", "-lc", "sed -n '1,200p' client.ts"]),
+            _call("c2", ["git", "log", "--format=%h %s", "-3"]),
+            _call("c3", ["/bin/zsh", "-c", "ls src"]),
+            _call("c4", ["bash", 7]),
+        ]
+    )
+    asked = {
+        p.question.split("tool call ")[1].split()[0]: p.answer
+        for p in probes_of(record)
+        if p.category == "command"
+    }
+    assert asked == {
+        "c1": "sed -n '1,200p' client.ts",
+        "c2": "git log '--format=%h %s' -3",
+        "c3": "ls src",
+    }

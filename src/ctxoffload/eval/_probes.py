@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -32,6 +33,8 @@ enough that a session's calls stay countable."""
 
 _PATH_KEYS = frozenset({"path", "file", "file_path", "filename", "filepath", "dir", "directory"})
 _COMMAND_KEYS = frozenset({"command", "cmd", "script", "shell"})
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish"})
+_SHELL_C = re.compile(r"-[a-z]*c[a-z]*")  # -c, -lc, -ic: the script is the next word
 _ERROR_LINE = re.compile(r"\b(?:ERROR|FATAL|Traceback|[A-Z]\w*(?:Error|Exception))\b")
 _IDENTIFIER = re.compile(r"\b([A-Z][A-Z0-9]{1,9})-\d{2,}\b")
 _EXIT = re.compile(
@@ -141,6 +144,19 @@ def _arguments(block: dict[str, Any]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _command_of(value: Any) -> str | None:
+    """The command a call's command argument runs: its text; for an argument vector (Codex
+    passes `["bash", "-lc", "sed -n 1,200p a.ts"]`), the script a shell is given with `-c`
+    (`-lc`, ...), else the words joined as a shell would read them; None for anything else."""
+    if isinstance(value, str):
+        return value.strip() or None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        return None
+    if len(value) == 3 and _SHELL_C.fullmatch(value[1]) and value[0].rsplit("/", 1)[-1] in _SHELLS:
+        return value[2].strip() or None
+    return shlex.join(value)
+
+
 def _shown_arguments(arguments: dict[str, Any], limit: int = 120) -> str:
     text = json.dumps(arguments, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -214,18 +230,20 @@ def _tool_calls(candidates: _Candidates) -> None:
                 continue
             call, name = block["id"], str(block.get("name"))
             for key, value in sorted(_arguments(block).items()):
-                if not isinstance(value, str):
-                    continue
                 where = f"context.jsonl:{line}"
-                if key in _COMMAND_KEYS:
+                command = _command_of(value) if key in _COMMAND_KEYS else None
+                if command is not None:
                     candidates.add(
                         "command",
                         f"What command did the agent run in tool call {call} (`{name}`)? "
                         "Reply with the command only.",
-                        value.strip(),
+                        command,
                         where,
                     )
-                elif key in _PATH_KEYS or (value.startswith("/") and " " not in value):
+                    continue
+                if not isinstance(value, str) or key in _COMMAND_KEYS:
+                    continue
+                if key in _PATH_KEYS or (value.startswith("/") and " " not in value):
                     candidates.add(
                         "path",
                         f"What `{key}` did the agent pass to `{name}` in tool call {call}? "
