@@ -3,7 +3,8 @@ answers a probe only from what is in the messages it is sent.
 
 Given tools, and a notice or summary in the messages that names the file holding what the
 question is about, it calls Read or Grep once, as a careful agent would, then answers from
-the messages and the tool's result. It never sees the workspace any other way.
+the messages and the tool's result (a tool message, or a user turn as smolagents sends one).
+It never sees the workspace any other way.
 """
 
 from __future__ import annotations
@@ -323,18 +324,22 @@ def answer_as_reader(body: Any) -> dict[str, Any]:
     summary = _summary(messages)
     if summary is not None:
         return summary
-    questions = [
-        _text(m.get("content"))
-        for m in messages
+    asked = [
+        index
+        for index, m in enumerate(messages)
         if m.get("role") == "user" and "Question: " in _text(m.get("content"))
     ]
-    if not questions:
+    if not asked:
         return chat_completion(_UNKNOWN, usage=(100, 3))
-    question = questions[-1].split("Question: ", 1)[1]
+    question = _text(messages[asked[-1]].get("content")).split("Question: ", 1)[1]
     seen = _Seen(messages)
     prompt = sum(len(t) for t in seen.texts) // 4
     tools = {t["function"]["name"] for t in body.get("tools") or []}
-    if tools and messages[-1].get("role") != "tool":
+    # It reads once per question: a turn of its own after the question is that read, its
+    # result after it as a tool message or, as smolagents' models send an observation, as
+    # the user's turn.
+    has_read = any(m.get("role") == "assistant" for m in messages[asked[-1] + 1 :])
+    if tools and not has_read:
         reading = _reading(question, seen)
         if reading is not None and reading["name"] in tools:
             call = {

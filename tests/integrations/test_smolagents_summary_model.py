@@ -6,7 +6,6 @@ extract; anything else refused when the callbacks are built. Every run is a real
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from pathlib import Path
@@ -203,12 +202,3 @@ def test_what_smolagents_cannot_ask_is_refused_when_the_callbacks_are_built(
         OffloadingStepCallbacks(LocalWorkspace(tmp_path / "ws"), summary_model=given)
     said = str(refused.value)
     assert "summary_model=False" in said and "smolagents Model" in said
-
-
-def test_eval_refuses_a_smolagents_model_before_any_call(tmp_path: Path) -> None:
-    """The smolagents door's adapter asks its model for text only: `ctxoffload eval`, whose
-    read mode offers tools, refuses it before the first call, naming what would do."""
-    from ctxoffload.eval import evaluate
-
-    with pytest.raises(ConfigError, match=r"text only .*OpenAIChatModel"):
-        asyncio.run(evaluate(str(tmp_path), "s", Scripted([answer("never asked")])))

@@ -6,18 +6,28 @@
 output (the request's `response_schema` and `response_mime_type="application/json"`), through
 `generate_content_async(request, stream=False)` called directly: no flow, no callback, no
 event, so the summary is never streamed to the user nor written as a turn of the agent's.
+
+`ctxoffload eval`'s read mode asks the same way, with the read-back tools as function
+declarations in the request's config (ADK runs none of them: no flow is there to run them) and
+the conversation as ADK's contents (`to_genai`). A call the model made without an id is given
+one of ADK's own client ids (`adk-...`), which is stripped from the next request as an ADK
+flow strips it, and a call's thought signature (Gemini asks it back with every call of a
+thinking model) goes back with the call.
 """
 
 from __future__ import annotations
 
+import base64
 import importlib
+from collections.abc import Sequence
 from typing import Any
 
 from .._doors.doors import DOORS
 from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_reply, usage_of
 from ..exceptions import ConfigError, ModelError
-from ..model import ChatModel, ModelResponse
-from ._google_adk_messages import INSTALL_HINT
+from ..messages import Block, Msg, TextBlock, ThinkingBlock, ToolCallBlock
+from ..model import ChatModel, ModelResponse, Usage
+from ._google_adk_messages import INSTALL_HINT, to_genai
 
 __all__ = ["TAKES", "AdkSummaryModel", "adk_summary_model"]
 
@@ -26,6 +36,7 @@ try:
     _LlmRequest: Any = importlib.import_module("google.adk.models.llm_request").LlmRequest
     _LLMRegistry: Any = importlib.import_module("google.adk.models.registry").LLMRegistry
     _types: Any = importlib.import_module("google.genai.types")
+    _functions: Any = importlib.import_module("google.adk.flows.llm_flows.functions")
 except ImportError as exc:  # pragma: no cover - exercised where ADK is absent
     raise ConfigError(INSTALL_HINT) from exc
 
@@ -42,6 +53,7 @@ class AdkSummaryModel(HostSummaryModel):
     """
 
     door = DOORS["google-adk"].name  # the record says the summary came through it
+    asks_with_tools = True  # function declarations in the config: ctxoffload eval's read mode
 
     def __init__(self, llm: Any, window: int | None) -> None:
         self.llm = llm
@@ -65,29 +77,109 @@ class AdkSummaryModel(HostSummaryModel):
             )
             for role, text in turns
         ]
+        final = await self._answer(contents, config, "the summary request")
+        parts = final.content.parts if final.content is not None else None
+        text = "".join(part.text for part in parts or () if part.text and not part.thought)
+        return summary_reply(text, _usage(final))
+
+    async def _ask_with_tools(
+        self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
+        """The model's reply to `messages` (as ADK's contents, the system prompt as the
+        config's instruction) with `tools` as function declarations; its text, thoughts and
+        function calls (ids and thought signatures kept) as one ctxoffload assistant message.
+
+        Raises:
+            ModelError: it answered with an error, or not at all.
+        """
+        system = "\n\n".join(m.text for m in messages if m.role == "system" and m.text)
+        asked = [m for m in messages if m.role != "system"]
+        contents = to_genai(asked)
+        for msg, content in zip(asked, contents, strict=True):
+            _sign_calls(msg, content)
+            _functions.remove_client_function_call_id(content)  # as an ADK flow sends it
+        declarations = [
+            _types.FunctionDeclaration(
+                name=tool["function"]["name"],
+                description=tool["function"].get("description") or "",
+                parameters_json_schema=tool["function"].get("parameters") or {"type": "object"},
+            )
+            for tool in tools
+        ]
+        config = _types.GenerateContentConfig(
+            system_instruction=system or None,
+            tools=[_types.Tool(function_declarations=declarations)],
+        )
+        final = await self._answer(contents, config, "the request")
+        parts = final.content.parts if final.content is not None else None
+        message = Msg(role="assistant", content=_reply_blocks(parts or ()))
+        return ModelResponse(message=message, usage=_usage(final))
+
+    async def _answer(self, contents: list[Any], config: Any, asked: str) -> Any:
+        """The model's last whole response to `contents` with `config`, not streamed.
+
+        Raises:
+            ModelError: it answered with an error, or not at all.
+        """
         request = _LlmRequest(model=self.llm.model, contents=contents, config=config)
         final = None
         async for response in self.llm.generate_content_async(request, stream=False):
             if not response.partial:
                 final = response
         if final is None:
-            raise ModelError(f"{self.model_name} gave no answer to the summary request")
+            raise ModelError(f"{self.model_name} gave no answer to {asked}")
         if final.error_code:
             raise ModelError(
-                f"{self.model_name} answered the summary request with {final.error_code}: "
+                f"{self.model_name} answered {asked} with {final.error_code}: "
                 f"{final.error_message or 'no message'}"
             )
-        parts = final.content.parts if final.content is not None else None
-        text = "".join(part.text for part in parts or () if part.text and not part.thought)
-        usage = final.usage_metadata
-        return summary_reply(
-            text,
-            usage_of(
-                getattr(usage, "prompt_token_count", None),
-                getattr(usage, "candidates_token_count", None),
-                getattr(usage, "cached_content_token_count", None),
-            ),
-        )
+        return final
+
+
+def _reply_blocks(parts: Sequence[Any]) -> list[Block]:
+    """The blocks of the model's reply: each function call (an ADK client id where the model
+    gave none, its thought signature kept on the block), thought and text."""
+    blocks: list[Block] = []
+    for part in parts:
+        call, signature = part.function_call, part.thought_signature
+        encoded = base64.b64encode(signature).decode("ascii") if signature else None
+        if call is not None:
+            fields = {
+                "id": call.id or _functions.generate_client_function_call_id(),
+                "name": call.name or "",
+                "input": dict(call.args or {}),
+            }
+            blocks.append(
+                ToolCallBlock.model_validate(
+                    {**fields, "thought_signature": encoded} if encoded else fields
+                )
+            )
+        elif part.text and part.thought:
+            blocks.append(ThinkingBlock(thinking=part.text, signature=encoded))
+        elif part.text:
+            blocks.append(TextBlock(text=part.text))
+    return blocks
+
+
+def _sign_calls(msg: Msg, content: Any) -> None:
+    """The thought signature each call of `msg` came with, back on its part of `content`
+    (`to_genai` made one part of each block)."""
+    if not isinstance(msg.content, list):
+        return  # text: one part, no call
+    for block, part in zip(msg.content, content.parts or (), strict=True):
+        signature = (block.model_extra or {}).get("thought_signature")
+        if isinstance(block, ToolCallBlock) and isinstance(signature, str):
+            part.thought_signature = base64.b64decode(signature)
+
+
+def _usage(response: Any) -> Usage | None:
+    """The tokens ADK's response reports (`usage_metadata`)."""
+    usage = response.usage_metadata
+    return usage_of(
+        getattr(usage, "prompt_token_count", None),
+        getattr(usage, "candidates_token_count", None),
+        getattr(usage, "cached_content_token_count", None),
+    )
 
 
 def adk_summary_model(model: object, window: int | None) -> ChatModel | None:

@@ -8,19 +8,30 @@ support structured outputs"), with the request's JSON instructions, its reply pa
 ctxoffload. `generate` is called directly, on a worker thread (it is synchronous): never
 `generate_stream`, no step, no log line of the agent's, so the summary is neither shown nor
 kept in the agent's memory; its `token_usage` is the answer's usage.
+
+`ctxoffload eval`'s read mode asks `generate(messages, tools_to_call_from=[...])`, the tools
+as smolagents `Tool`s it never runs, and the conversation as a `ToolCallingAgent` meets its
+own: an assistant's calls as a `TOOL_CALL` message ("Calling tools:" and the calls), their
+results as a `TOOL_RESPONSE` ("Observation:" and the outputs), which the model class sends as
+smolagents sends every step (its API models: an assistant turn and a user turn of text; they
+send no tool message, nor an assistant's tool calls). Unlike the agent, which must call a tool
+at every step, the model is left free to answer in text (`tool_choice="auto"`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from .._doors.doors import DOORS
 from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_reply, usage_of
 from .._overflow import is_context_overflow
 from ..compression import Summary
-from ..model import ChatModel, ModelResponse
-from ._smolagents_steps import MODELS
+from ..messages import Block, Msg, TextBlock, ToolCallBlock, ToolResultBlock
+from ..model import ChatModel, ModelResponse, Usage
+from ._smolagents_steps import MEMORY, MODELS, SMOLAGENTS
 
 __all__ = ["TAKES", "SmolagentsSummaryModel", "smolagents_summary_model"]
 
@@ -37,6 +48,7 @@ class SmolagentsSummaryModel(HostSummaryModel):
     """
 
     door = DOORS["smolagents"].name  # the record says the summary came through it
+    asks_with_tools = True  # `tools_to_call_from`: ctxoffload eval's read mode
 
     def __init__(self, model: Any, window: int | None) -> None:
         self.model = model
@@ -65,11 +77,29 @@ class SmolagentsSummaryModel(HostSummaryModel):
                 },
             }
         answer = await asyncio.to_thread(self._generate, chat, response_format)
-        usage = answer.token_usage
-        return summary_reply(
-            _text(answer.content),
-            usage_of(getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None)),
+        return summary_reply(_text(answer.content), _usage(answer))
+
+    async def _ask_with_tools(
+        self, messages: Sequence[Msg], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
+        """The model's reply to `messages` (as a `ToolCallingAgent` meets its steps) with
+        `tools` as smolagents `Tool`s; its text and tool calls (ids kept) as ctxoffload's."""
+        offered = [_OfferedTool(tool["function"]) for tool in tools]
+        answer = await asyncio.to_thread(
+            self.model.generate,
+            _as_steps(messages),
+            tools_to_call_from=offered,
+            tool_choice="auto",  # smolagents asks "required": its agent answers by a call
         )
+        said = _text(answer.content)
+        blocks: list[Block] = [TextBlock(text=said)] if said else []
+        blocks += [
+            ToolCallBlock(
+                id=str(call.id), name=call.function.name, input=_arguments(call.function.arguments)
+            )
+            for call in answer.tool_calls or ()
+        ]
+        return ModelResponse(message=Msg(role="assistant", content=blocks), usage=_usage(answer))
 
     def _generate(self, chat: list[Any], response_format: dict[str, Any] | None) -> Any:
         """smolagents' `generate`; without `response_format` where the model refuses it."""
@@ -80,6 +110,78 @@ class SmolagentsSummaryModel(HostSummaryModel):
                 if is_context_overflow(exc):
                     raise  # the summariser halves the request: no second call of it
         return self.model.generate(chat)
+
+
+class _OfferedTool(SMOLAGENTS.Tool):  # type: ignore[misc]
+    """A tool offered to the model by its JSON schema (OpenAI's `function`), never run by
+    smolagents: ctxoffload runs the calls itself. Its `inputs` are smolagents' form of the
+    schema's properties, an optional one `nullable` (smolagents marks the others required)."""
+
+    skip_forward_signature_validation = True  # `forward` takes whatever the schema says
+    output_type = "string"
+
+    def __init__(self, function: dict[str, Any]) -> None:
+        super().__init__()
+        parameters = function.get("parameters") or {}
+        required = set(parameters.get("required") or ())
+        self.name = function["name"]
+        self.description = function.get("description") or ""
+        self.inputs = {
+            key: {
+                **schema,
+                "type": schema.get("type", "any"),
+                "description": schema.get("description", ""),
+                **({} if key in required else {"nullable": True}),
+            }
+            for key, schema in (parameters.get("properties") or {}).items()
+        }
+
+    def forward(self, **arguments: Any) -> Any:
+        raise RuntimeError(f"ctxoffload runs {self.name}'s calls itself")
+
+
+def _as_steps(messages: Sequence[Msg]) -> list[Any]:
+    """`messages` as smolagents' `ChatMessage`s, as an agent's memory renders its steps
+    (`ActionStep.to_messages`): an assistant's text, then its calls as one `TOOL_CALL`
+    message; a tool message's results as one `TOOL_RESPONSE` observation."""
+    role = MODELS.MessageRole
+    chat: list[Any] = []
+    for msg in messages:
+        if msg.role == "tool":
+            outputs = [_output(result) for result in msg.tool_results]
+            chat.append(_message(role.TOOL_RESPONSE, "Observation:\n" + "\n".join(outputs)))
+            continue
+        text = msg.text
+        if text:
+            kind = {"system": role.SYSTEM, "assistant": role.ASSISTANT}.get(msg.role, role.USER)
+            chat.append(_message(kind, text))
+        if msg.tool_calls:
+            calls = [MEMORY.ToolCall(c.name, c.input, c.id).dict() for c in msg.tool_calls]
+            chat.append(_message(role.TOOL_CALL, "Calling tools:\n" + str(calls)))
+    return chat
+
+
+def _output(result: ToolResultBlock) -> str:
+    """A tool's output as its observation's text (its text parts; a data part has none)."""
+    if isinstance(result.output, str):
+        return result.output
+    return "".join(part.text for part in result.output if isinstance(part, TextBlock))
+
+
+def _arguments(given: Any) -> dict[str, Any]:
+    """A call's arguments as smolagents gives them (a dict, or its provider's JSON)."""
+    if isinstance(given, str):
+        try:
+            given = json.loads(given)
+        except ValueError:
+            return {}
+    return dict(given) if isinstance(given, dict) else {}
+
+
+def _usage(answer: Any) -> Usage | None:
+    """The tokens smolagents reported for the answer (`token_usage`)."""
+    usage = answer.token_usage
+    return usage_of(getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None))
 
 
 def _message(role: Any, text: str) -> Any:
