@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crewai_scripted import Scripted  # sets CrewAI's telemetry off before importing it
+from crewai_scripted import Scripted  # turns CrewAI's telemetry off, then imports it
+from frameworks import require_framework
 from host_eval import asked_alike
 
 from ctxoffload import ConfigError
 from ctxoffload.eval import evaluate
 
-import crewai  # noqa: E402, I001 - after crewai_scripted, which turns CrewAI's telemetry off
+crewai = require_framework("crewai", "crewai")  # imported by crewai_scripted, telemetry off
+
 from crewai.utilities.string_utils import sanitize_tool_name  # noqa: E402
 
 
