@@ -16,6 +16,7 @@ import pytest
 from crewai_scripted import Scripted  # turns CrewAI's telemetry off, then imports it
 from frameworks import require_framework
 from host_eval import asked_alike
+from pydantic import Field
 
 from ctxoffload import ConfigError
 from ctxoffload.eval import evaluate
@@ -55,3 +56,31 @@ def test_an_llm_that_calls_no_functions_is_refused_before_any_call(tmp_path: Pat
     with pytest.raises(ConfigError, match=refused):
         asyncio.run(evaluate(str(tmp_path / "none"), "s", llm))
     assert not llm.seen
+
+
+class Offered(Scripted):
+    """`Scripted`, keeping the tools each call was offered."""
+
+    offered: list[Any] = Field(default_factory=list)
+
+    def call(self, messages: Any, tools: Any = None, *args: Any, **kwargs: Any) -> Any:
+        self.offered.append(tools)
+        return super().call(messages, tools, *args, **kwargs)
+
+
+def test_a_summary_request_carrying_the_agents_tools_is_asked_without_them() -> None:
+    """A summary shaped as the agent's last request (for its cache) carries the agent's
+    tools: the adapter asks it as before eval, with `response_model` and no tools."""
+    from ctxoffload import Msg, Summary
+    from ctxoffload.integrations import chat_model_of
+
+    llm = Offered(model="summarizer")
+    read = {"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}}
+    asyncio.run(
+        chat_model_of(llm).generate(
+            [Msg(role="user", content="Summarise the conversation so far.")],
+            tools=[read],
+            response_schema=Summary.model_json_schema(),
+        )
+    )
+    assert llm.offered and all(tools is None for tools in llm.offered)

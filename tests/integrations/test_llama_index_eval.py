@@ -129,3 +129,21 @@ def test_an_llm_that_calls_no_functions_is_refused_before_any_call(tmp_path: Pat
     refused = r"TextOnly is no function-calling LLM: .*OpenAIChatModel"
     with pytest.raises(ConfigError, match=refused):
         asyncio.run(evaluate(str(tmp_path / "none"), "s", TextOnly()))
+
+
+def test_a_summary_request_carrying_the_agents_tools_is_asked_without_them() -> None:
+    """A summary shaped as the agent's last request (for its cache) carries the agent's
+    tools: the adapter asks it as before eval, by the summary's own tool alone."""
+    from ctxoffload import Msg, Summary
+    from ctxoffload.integrations import chat_model_of
+
+    reader = AsReader()
+    read = {"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}}
+    asyncio.run(
+        chat_model_of(MockFunctionCallingLLM(response_generator=reader)).generate(
+            [Msg(role="user", content="Summarise the conversation so far.")],
+            tools=[read],
+            response_schema=Summary.model_json_schema(),
+        )
+    )
+    assert reader.offered == [["write_summary"]]
