@@ -5,6 +5,7 @@ reader over HTTP as an `OpenAIChatModel`, and the comparison of the two (`asked_
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import importlib.util
 from collections.abc import Callable
@@ -57,19 +58,65 @@ ModelAt = Callable[[str], AbstractAsyncContextManager[Any]]
 (`contextlib.nullcontext(model)` for one that keeps nothing to close)."""
 
 
-def served(workdir: Path, model_at: ModelAt) -> tuple[Any, list[list[str]]]:
+OfferedAs = Callable[[str], str]
+"""The name a host offers one of ctxoffload's tools by (`str`: its own; CrewAI's, sanitised)."""
+
+READ_BACK = ("Read", "Grep")
+"""The read-back tools eval offers the demo's session, in order."""
+
+
+def reader_offered(offered_as: OfferedAs) -> Callable[[Any], Any]:
+    """The reader as a model that calls a tool by the name it was offered: a host that offers
+    `Read` as `offered_as("Read")` is answered with calls of that name."""
+    if offered_as is str:
+        return READER.answer_as_reader
+    ours = {offered_as(name): name for name in READ_BACK}
+
+    def answer(body: Any) -> Any:
+        asked = copy.deepcopy(body)
+        for tool in asked.get("tools") or []:
+            tool["function"]["name"] = ours.get(tool["function"]["name"], tool["function"]["name"])
+        said = READER.answer_as_reader(asked)
+        for call in said["choices"][0]["message"].get("tool_calls") or []:
+            call["function"]["name"] = offered_as(call["function"]["name"])
+        return said
+
+    return answer
+
+
+def served(
+    workdir: Path, model_at: ModelAt, offered_as: OfferedAs = str
+) -> tuple[Any, list[list[str]]]:
     """The demo session evaluated through `model_at(url)` with the reader served at the URL
-    on 127.0.0.1: the report, and the names of the tools each request offered."""
+    on 127.0.0.1 (`reader_offered(offered_as)`): the report, and the names of the tools each
+    request offered. Each request's tool results answer calls made before them in it, and the
+    reader's own calls came back answered, ids kept (`assert_results_answer_calls`)."""
 
     async def evaluated(base_url: str) -> Any:
         async with model_at(base_url) as model:
             return await evaluate(str(workdir), DEMO_SESSION, model)
 
     with OpenAIServer() as server:
-        server.responder = READER.answer_as_reader
+        server.responder = reader_offered(offered_as)
         report = asyncio.run(evaluated(server.base_url))
         bodies = list(server.requests)
+    assert_results_answer_calls(bodies)
     return report, [[t["function"]["name"] for t in body.get("tools") or []] for body in bodies]
+
+
+def assert_results_answer_calls(bodies: list[Any]) -> None:
+    """In each chat request of `bodies`, every tool message answers a call an assistant
+    message before it made (OpenAI refuses a request where one does not), and the reader's
+    calls (id `read_1`) were answered by that id."""
+    answered: set[str] = set()
+    for body in bodies:
+        made: set[str] = set()
+        for message in body.get("messages") or []:
+            made.update(str(call.get("id")) for call in message.get("tool_calls") or [])
+            if message.get("role") == "tool":
+                assert message.get("tool_call_id") in made, f"a result of no call: {message}"
+                answered.add(str(message.get("tool_call_id")))
+    assert "read_1" in answered
 
 
 def over_http(workdir: Path) -> Any:
@@ -77,23 +124,27 @@ def over_http(workdir: Path) -> Any:
     return served(workdir, lambda url: OpenAIChatModel("reader", base_url=url, api_key="test"))[0]
 
 
-def assert_asked_alike(direct: Any, through: Any, offered: list[list[str]]) -> None:
+def assert_asked_alike(
+    direct: Any, through: Any, offered: list[list[str]], offered_as: OfferedAs = str
+) -> None:
     """`through` (a host's model) answered and read as `direct` (`over_http`), probe by probe;
     a probe only a read answers was answered by a read; the read mode's requests offered the
-    read-back tools, the others none."""
+    read-back tools (by the names `offered_as` gives them), the others none."""
     assert through.results and seen(through) == seen(direct)
     assert read_only_by_reading(through)
-    assert [] in offered and any(names[:2] == ["Read", "Grep"] for names in offered)
+    read_back = [offered_as(name) for name in READ_BACK]
+    assert [] in offered and any(names[:2] == read_back for names in offered)
 
 
-def asked_alike(root: Path, model_at: ModelAt) -> None:
+def asked_alike(root: Path, model_at: ModelAt, offered_as: OfferedAs = str) -> None:
     """The demo's session (made under `root`) evaluated through a host's model at the served
-    reader (`model_at(url)`) is asked as the same reader is as `OpenAIChatModel`
-    (`assert_asked_alike`). What the host's client leaves to the collector is collected here,
-    inside the caller's test, not in whichever test runs next."""
+    reader (`model_at(url)`; a host that renames the tools it offers, by `offered_as`) is
+    asked as the same reader is as `OpenAIChatModel` (`assert_asked_alike`). What the host's
+    client leaves to the collector is collected here, inside the caller's test, not in
+    whichever test runs next."""
     workdir = demo_workdir(root)
-    through, offered = served(workdir, model_at)
-    assert_asked_alike(over_http(workdir), through, offered)
+    through, offered = served(workdir, model_at, offered_as)
+    assert_asked_alike(over_http(workdir), through, offered, offered_as)
     gc.collect()
 
 

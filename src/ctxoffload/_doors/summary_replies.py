@@ -75,9 +75,14 @@ class HostSummaryModel:
     door: ClassVar[str]
     """The door the summaries come through, as the record names it (`DOORS[...].name`)."""
 
-    asks_with_tools: ClassVar[bool] = False
+    asks_with_tools: bool = False
     """Whether `generate` offers the host's model tools and hands back the calls it makes
-    (`_ask_with_tools`); an adapter that sends text only refuses tools."""
+    (`_ask_with_tools`); an adapter that sends text only refuses tools. Where the host says
+    per model whether it calls tools (LlamaIndex, CrewAI), the adapter sets it per model."""
+
+    text_only_reason: str = ""
+    """Why this model, not its door, is asked for text only ("" where the door is the cause):
+    said in the refusal, with what would be asked with tools."""
 
     def __init__(self, model_name: str, *windows: object) -> None:
         self.model_name = masked_name(model_name)
@@ -106,8 +111,9 @@ class HostSummaryModel:
         """
         if tools and response_schema is None:
             if not self.asks_with_tools:
+                why = f" ({self.text_only_reason})" if self.text_only_reason else ""
                 raise ConfigError(
-                    f"the {self.door} door's model adapter sends text only and offers no "
+                    f"the {self.door} door's model adapter sends text only{why} and offers no "
                     "tools: give an OpenAIChatModel (or --model URL/NAME) of the same provider "
                     "where tools are needed"
                 )

@@ -10,6 +10,12 @@ The call is CrewAI's own `LLM.call`, run on a worker thread (it is synchronous),
 off for it (`call_stream_override`: nothing reaches the console or a streaming UI), with no
 agent and no task: CrewAI's events of it name neither, and it is no step of any executor.
 Its tokens are what the LLM's usage grew by during the call (`get_token_usage_summary`).
+
+`ctxoffload eval`'s read mode asks an LLM that calls functions (CrewAI's own test: its
+`supports_function_calling()`) with tools, as CrewAI's executor does: the messages as OpenAI
+chat messages (CrewAI's `LLMMessage`), the tools in OpenAI's function form, `call` with no
+`available_functions`, so that it hands the calls back and runs none. CrewAI offers a tool by
+a sanitised name (`Read` as `read`): its calls are read back by the names they were given.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +32,9 @@ from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_
 from .._overflow import is_context_overflow
 from ..compression import Summary
 from ..exceptions import ConfigError
-from ..model import ChatModel, ModelResponse
+from ..formats import to_openai
+from ..messages import Block, Msg, TextBlock, ToolCallBlock
+from ..model import ChatModel, ModelResponse, Usage
 
 __all__ = ["TAKES", "CrewAISummaryModel", "crewai_summary_model"]
 
@@ -34,6 +43,8 @@ INSTALL_HINT = "CrewAI is not installed: pip install 'ctxoffload[crewai]'"
 try:
     _crewai: Any = importlib.import_module("crewai")
     _base_llm: Any = importlib.import_module("crewai.llms.base_llm")
+    _agent_utils: Any = importlib.import_module("crewai.utilities.agent_utils")
+    _string_utils: Any = importlib.import_module("crewai.utilities.string_utils")
     _pydantic: Any = importlib.import_module("pydantic")
 except ImportError as exc:  # pragma: no cover - exercised where CrewAI is absent
     raise ConfigError(INSTALL_HINT) from exc
@@ -59,6 +70,12 @@ class CrewAISummaryModel(HostSummaryModel):
         except Exception:  # a user's LLM whose window lookup fails: the configured one
             reported = None
         super().__init__(str(getattr(llm, "model", "") or type(llm).__name__), reported, window)
+        self.asks_with_tools = _calls_functions(llm)
+        if not self.asks_with_tools:
+            self.text_only_reason = (
+                f"{type(llm).__name__}.supports_function_calling() is not True, so CrewAI "
+                "sends it no tools either"
+            )
 
     async def _ask(
         self, system: str, turns: list[tuple[str, str]], response_schema: dict[str, Any] | None
@@ -70,11 +87,35 @@ class CrewAISummaryModel(HostSummaryModel):
         structured = response_schema is not None and schema_for_host(response_schema) is Summary
         before = _usage(self.llm)
         answer = await asyncio.to_thread(self._call, chat, structured)
-        after = _usage(self.llm)
-        given = used = None
-        if before is not None and after is not None:
-            given, used = after[0] - before[0], after[1] - before[1]
-        return summary_reply(_text(answer), usage_of(given, used))
+        return summary_reply(_text(answer), _grown(before, _usage(self.llm)))
+
+    async def _ask_with_tools(self, messages: Any, tools: Any) -> ModelResponse:
+        """The LLM's reply to `messages` (OpenAI chat messages) with `tools` offered, through
+        `call` with no `available_functions` (on a worker thread, not streamed): the calls it
+        hands back, ids kept and named as `tools` name them, or its text."""
+        names = {_offered_as(tool["function"]["name"]): tool["function"]["name"] for tool in tools}
+        chat = [_named_as_offered(message, names) for message in to_openai(messages)]
+        before = _usage(self.llm)
+        answer = await asyncio.to_thread(self._call_with_tools, chat, [dict(t) for t in tools])
+        usage = _grown(before, _usage(self.llm))
+        blocks: list[Block] = []
+        if isinstance(answer, list):  # the calls, run by none (no available_functions)
+            for call in answer:
+                found = _agent_utils.extract_tool_call_info(call)
+                if found is not None:
+                    call_id, name, arguments = found
+                    blocks.append(
+                        ToolCallBlock(
+                            id=str(call_id), name=names.get(name, name), input=_input(arguments)
+                        )
+                    )
+        elif said := _text(answer):
+            blocks.append(TextBlock(text=said))
+        return ModelResponse(message=Msg(role="assistant", content=blocks), usage=usage)
+
+    def _call_with_tools(self, chat: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        with _not_streamed(self.llm):
+            return self.llm.call(chat, tools=tools, available_functions=None)
 
     def _call(self, chat: list[dict[str, str]], structured: bool) -> Any:
         """CrewAI's `call`, its stream off; without `response_model` where the LLM refuses
@@ -98,6 +139,52 @@ def _not_streamed(llm: Any) -> Iterator[None]:
         return
     with override(llm, False):
         yield
+
+
+def _calls_functions(llm: Any) -> bool:
+    """Whether CrewAI would send `llm` tools: its own test (`check_native_tool_support`), a
+    `supports_function_calling` that says so (a `BaseLLM` of the user's may have none)."""
+    supports = getattr(llm, "supports_function_calling", None)
+    try:
+        return callable(supports) and supports() is True
+    except Exception:  # a user's LLM whose check fails: asked for text only
+        return False
+
+
+def _offered_as(name: str) -> str:
+    """The name CrewAI offers a tool by (its providers sanitise every tool's name)."""
+    return str(_string_utils.sanitize_tool_name(name))
+
+
+def _named_as_offered(message: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """An OpenAI chat message whose calls of an offered tool name it as CrewAI offers it."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    offered = {given: sanitised for sanitised, given in names.items()}
+    renamed = []
+    for call in calls:
+        function = dict(call["function"])
+        function["name"] = offered.get(function["name"], function["name"])
+        renamed.append({**call, "function": function})
+    return {**message, "tool_calls": renamed}
+
+
+def _input(arguments: Any) -> dict[str, Any]:
+    """A call's arguments (JSON text, or a dict) as a dict."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError:
+            return {"arguments": arguments}
+    return dict(arguments) if isinstance(arguments, dict) else {"arguments": arguments}
+
+
+def _grown(before: tuple[int, int] | None, after: tuple[int, int] | None) -> Usage | None:
+    """The tokens a call cost: what the LLM's lifetime usage grew by during it."""
+    if before is None or after is None:
+        return None
+    return usage_of(after[0] - before[0], after[1] - before[1])
 
 
 def _text(answer: Any) -> str:

@@ -64,8 +64,10 @@ def chat_model_of(model: object, *, tools: bool = False, what: str = "the model"
         raise ConfigError(f"{what} is a {type(model).__name__}, not {_TAKES}")
     if tools and not getattr(adapted, "asks_with_tools", True):
         named = getattr(adapted, "door", "host")
+        reason = getattr(adapted, "text_only_reason", "")
+        why = f" ({reason})" if reason else ""
         raise ConfigError(
-            f"the {named} door's adapter asks a {type(model).__name__} for text only "
+            f"the {named} door's adapter asks a {type(model).__name__} for text only{why} "
             "and offers it no tools, which eval's read mode needs: give an OpenAIChatModel "
             "(or --model URL/NAME) of the same provider, or a LangChain chat model"
         )

@@ -6,6 +6,11 @@ prediction asks it (`FunctionCallingProgram`: one tool whose schema is the summa
 required), through `achat_with_tools`, which keeps the provider's answer and what it cost;
 any other LLM is asked with `achat` and the request's JSON instructions, its reply parsed by
 ctxoffload. Never streamed, and no step of the agent's: the memory calls it itself.
+
+`ctxoffload eval`'s read mode asks a function-calling LLM (a `FunctionCallingLLM` whose metadata
+says so) with tools: its `achat_with_tools`, the tools as `FunctionTool`s of the schemas given
+(never run: eval runs the calls), the messages as LlamaIndex's (`to_llama_index`), the calls read
+back by the LLM's own `get_tool_calls_from_response`. Any other LLM is asked for text only.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from .._doors.doors import DOORS
 from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_reply, usage_of
 from ..compression import Summary
 from ..exceptions import ConfigError
+from ..messages import Block, Msg, TextBlock, ToolCallBlock
 from ..model import ChatModel, ModelResponse, Usage
-from ._llama_index_messages import INSTALL_HINT
+from ._llama_index_messages import INSTALL_HINT, to_llama_index
 
 __all__ = ["TAKES", "LlamaIndexSummaryModel", "llama_index_summary_model"]
 
@@ -28,6 +34,11 @@ try:
     _LLM: Any = importlib.import_module("llama_index.core.llms").LLM
     _ChatMessage: Any = importlib.import_module("llama_index.core.base.llms.types").ChatMessage
     _FunctionTool: Any = importlib.import_module("llama_index.core.tools").FunctionTool
+    _ToolMetadata: Any = importlib.import_module("llama_index.core.tools").ToolMetadata
+    _FunctionCallingLLM: Any = importlib.import_module(
+        "llama_index.core.llms.function_calling"
+    ).FunctionCallingLLM
+    _pydantic: Any = importlib.import_module("pydantic")
 except ImportError as exc:  # pragma: no cover - exercised where LlamaIndex is absent
     raise ConfigError(INSTALL_HINT) from exc
 
@@ -54,6 +65,14 @@ class LlamaIndexSummaryModel(HostSummaryModel):
         name = str(getattr(metadata, "model_name", "") or type(llm).__name__)
         super().__init__(name, getattr(metadata, "context_window", None), window)
         self._calls_tools = bool(getattr(metadata, "is_function_calling_model", False))
+        # eval's read mode: only an LLM that says it calls functions has `achat_with_tools`.
+        self.asks_with_tools = self._calls_tools and isinstance(llm, _FunctionCallingLLM)
+        if not self.asks_with_tools:
+            self.text_only_reason = (
+                f"{type(llm).__name__} is no function-calling LLM: its metadata's "
+                "is_function_calling_model is False or it is no FunctionCallingLLM; a "
+                "FunctionCallingLLM (OpenAI(...), Anthropic(...)) is asked with tools"
+            )
 
     async def _ask(
         self, system: str, turns: list[tuple[str, str]], response_schema: dict[str, Any] | None
@@ -77,6 +96,61 @@ class LlamaIndexSummaryModel(HostSummaryModel):
             response = await self.llm.achat(chat)
             text = response.message.content or ""
         return summary_reply(text, _usage(response))
+
+    async def _ask_with_tools(self, messages: Any, tools: Any) -> ModelResponse:
+        """The LLM's reply to `messages` (as LlamaIndex's `ChatMessage`s) with `tools` offered
+        as `FunctionTool`s it never runs, through `achat_with_tools`, not streamed; the calls
+        it made (its `get_tool_calls_from_response`), ids kept, as ctxoffload's."""
+        offered = [_offered_tool(tool["function"]) for tool in tools]
+        response = await self.llm.achat_with_tools(
+            offered,
+            chat_history=to_llama_index(messages),
+            allow_parallel_tool_calls=True,  # eval runs every call of the round, as OpenAI's
+        )
+        calls = self.llm.get_tool_calls_from_response(response, error_on_no_tool_call=False)
+        said = response.message.content
+        blocks: list[Block] = [TextBlock(text=said)] if isinstance(said, str) and said else []
+        blocks += [
+            ToolCallBlock(id=str(call.tool_id or ""), name=call.tool_name, input=_kwargs(call))
+            for call in calls
+        ]
+        message = Msg(role="assistant", content=blocks)
+        return ModelResponse(message=message, usage=_usage(response))
+
+
+def _offered_tool(function: Mapping[str, Any]) -> Any:
+    """An OpenAI `function` as a LlamaIndex `FunctionTool` whose parameters are the schema
+    given, as it is: LlamaIndex reads a tool's schema from a pydantic model (`fn_schema`), so
+    the model's JSON schema is replaced by the given one (pydantic's `json_schema_extra`)."""
+    name = str(function["name"])
+    given = dict(function.get("parameters") or {"type": "object", "properties": {}})
+
+    def as_given(schema: dict[str, Any]) -> None:
+        schema.clear()
+        schema.update(given)
+
+    config = _pydantic.ConfigDict(json_schema_extra=as_given)
+    arguments = _pydantic.create_model(f"{name}_arguments", __config__=config)
+    metadata = _ToolMetadata(
+        description=str(function.get("description") or name), name=name, fn_schema=arguments
+    )
+    return _FunctionTool(fn=_run_elsewhere, metadata=metadata)
+
+
+def _run_elsewhere(**arguments: Any) -> str:
+    """A tool's call is run by its asker (`ctxoffload eval`), never by LlamaIndex."""
+    raise RuntimeError("ctxoffload runs this tool's calls itself")
+
+
+def _kwargs(call: Any) -> dict[str, Any]:
+    """A `ToolSelection`'s arguments as a dict (a provider's JSON text parsed)."""
+    given = call.tool_kwargs
+    if isinstance(given, str):
+        try:
+            given = json.loads(given or "{}")
+        except ValueError:
+            return {"arguments": given}
+    return dict(given) if isinstance(given, Mapping) else {"arguments": given}
 
 
 def _summary_tool() -> Any:
