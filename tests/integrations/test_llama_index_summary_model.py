@@ -217,15 +217,3 @@ def test_what_llama_index_cannot_ask_is_refused_when_the_memory_is_built(
         OffloadingMemory(LocalWorkspace(tmp_path / "ws"), summary_model=given)
     said = str(refused.value)
     assert "summary_model=False" in said and "LlamaIndex LLM" in said
-
-
-def test_eval_refuses_a_llama_index_llm_before_any_call(tmp_path: Path) -> None:
-    """The LlamaIndex door's adapter asks its LLM for text only (its tool is the summary's
-    own shape): `ctxoffload eval`, whose read mode offers tools, refuses it before the first
-    call, naming what would do."""
-    from ctxoffload.eval import evaluate
-
-    summarizer = ToolCaller()
-    with pytest.raises(ConfigError, match=r"text only .*OpenAIChatModel"):
-        asyncio.run(evaluate(str(tmp_path), "s", summarizer.llm))
-    assert summarizer.asked == []
