@@ -168,3 +168,47 @@ def test_a_message_too_deep_or_unwritable_without_a_store_takes_the_full_path() 
     # NaN, which JSON text cannot hold: pydantic writes it as null on either path.
     nan = Msg(role="assistant", content=[ToolCallBlock(id="c", name="t", input={"x": 1e999})])
     assert message_json(nan, None, where="msg") == _as_stored_before(nan)
+
+
+def test_a_long_tool_message_is_stored_from_its_own_json_without_a_depth_walk() -> None:
+    # Thousands of results hold far more brackets than STORE_DEPTH, yet nest a few levels:
+    # their brackets bound the depth, so the fast path keeps them (a step of 100,000 calls
+    # walked its whole tool message for depth at every save).
+    outputs = ["ok", 'a "quoted" [text] {x}', "back\\slash\\", "\\\\[[[", "line\nbreak"]
+    msg = Msg(
+        role="tool",
+        content=[
+            ToolResultBlock(id=f"c{i}", name="t", output=outputs[i % len(outputs)])
+            for i in range(2_000)
+        ],
+    )
+    value = message_json(msg, None, where="msg")
+    assert isinstance(value, JsonRow)
+    assert value == _as_stored_before(msg)
+
+
+_deep_text = st.text(alphabet='[]{}"\\ax', max_size=8)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    depth=st.integers(min_value=0, max_value=130),
+    leaf=_deep_text,
+    keys=st.lists(_deep_text, min_size=1, max_size=3),
+    width=st.integers(min_value=0, max_value=150),
+)
+def test_brackets_never_bound_a_message_shallower_than_it_nests(
+    depth: int, leaf: str, keys: list[str], width: int
+) -> None:
+    from ctxoffload._depth import STORE_DEPTH, too_deep
+    from ctxoffload._disk.payloads import _deeper
+
+    # Strings full of brackets, quotes and backslashes, lists and dicts in turn, and many
+    # shallow brackets beside them to pass the bracket count.
+    nested: Any = leaf
+    for level in range(depth):
+        nested = [nested, leaf] if level % 2 else {keys[level % len(keys)]: nested}
+    value = {"wide": [[leaf]] * width, "deep": nested}
+    raw = json.dumps(value, ensure_ascii=False).encode()
+    if too_deep(value, STORE_DEPTH):
+        assert _deeper(raw)

@@ -329,11 +329,40 @@ def _model_json(model: BaseModel) -> bytes | None:
     return raw
 
 
+_NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'[]{}"')
+
+
 def _deeper(raw: bytes) -> bool:
-    """Whether JSON text may nest deeper than `STORE_DEPTH`: it cannot when it holds fewer
-    opening brackets (a bracket inside a string counts too, so this may say yes wrongly,
-    never no)."""
-    return raw.count(b"{") + raw.count(b"[") > STORE_DEPTH
+    """Whether JSON text may nest deeper than `STORE_DEPTH` (it may say yes wrongly, never no).
+
+    It cannot when it holds fewer opening brackets. A long message (a tool message of
+    100,000 results) holds far more, and its depth is then bounded from its brackets alone,
+    in a few passes over bytes rather than a walk over the parsed value: escaped quotes and
+    backslashes dropped, every quote left then opens or closes a string; the brackets inside
+    strings dropped; then each pass deletes every `[]` and `{}`, which takes at most two
+    levels off, so text emptied in `passes` passes nests at most `2 * passes` deep.
+    """
+    if raw.count(b"{") + raw.count(b"[") <= STORE_DEPTH:
+        return False
+    text = raw
+    if b"\\" in text:
+        # An escape is a backslash and the character after it: pairs of backslashes first,
+        # then every backslash left escapes the character after it, a quote among them.
+        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    # Two quotes side by side with nothing structural between them: a string without
+    # brackets, or the end of one and the start of the next; either way dropping them
+    # leaves every later quote opening or closing what it did.
+    text = text.translate(None, _NOT_STRUCTURAL).replace(b'""', b"")
+    if b'"' in text:
+        text = b"".join(text.split(b'"')[::2])  # (what is left between quotes is in strings)
+    passes = 0
+    while text:
+        shorter = text.replace(b"[]", b"").replace(b"{}", b"")
+        passes += 1
+        if len(shorter) == len(text) or 2 * passes > STORE_DEPTH:
+            return True
+        text = shorter
+    return False
 
 
 def _json_row(raw: bytes) -> JsonRow:

@@ -56,7 +56,7 @@ from ._context_tools import (
 from ._record import SessionRecorder, StepRecord, window_parts
 from ._state import SavedState
 from ._subagent import CALLER, MAX_SUBAGENT_DEPTH, Caller, subagent_tool
-from ._tool_calls import bounded, run_in_order, unchanged, unfinished_results
+from ._tool_calls import bounded, run_each, run_in_order, unchanged, unfinished_results
 from ._tools import Tool
 
 __all__ = ["Agent"]
@@ -305,15 +305,14 @@ class Agent:
         try:
             results = await run_in_order(calls, self._run_tool)
             await self._record.flush()  # (their tool_call events: before what post_tool writes)
-            processed = await asyncio.gather(
-                *(
+            tools = self.tool_schemas
+            processed = await run_each(
+                lambda r: (
                     unchanged(r)
                     if self._keeps_whole(r.name)
-                    else self._pipeline.post_tool(
-                        r, messages=self.messages, tools=self.tool_schemas
-                    )
-                    for r in results
-                )
+                    else self._pipeline.post_tool(r, messages=self.messages, tools=tools)
+                ),
+                results,
             )
         except BaseException as stopped:
             if not isinstance(stopped, SessionBusyError):  # (lost: it writes nothing more)
@@ -452,8 +451,8 @@ class Agent:
             )
         else:
             store = self.offloader.offload_data_block if self.offloader is not None else None
-            # Tools that start sub-agents learn who called them; each call runs in a task
-            # of its own (`asyncio.gather`), so the mark is this call's alone.
+            # Tools that start sub-agents learn who called them; a task runs one call at a
+            # time (`run_each`), and the mark is reset after it, so it is this call's alone.
             token = CALLER.set(Caller(self, len(self.steps), call.id))
             try:
                 result = await tool.run(call, store_data=store, on_error=raised.append)

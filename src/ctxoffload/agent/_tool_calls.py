@@ -5,12 +5,64 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from .._depth import MAX_DEPTH, RAW_ARGUMENTS, text_form, too_deep
 from ..messages import Msg, ToolCallBlock, ToolResultBlock
 from ._context_tools import CONTEXT_TOOL_NAMES, PIN_TOOL_NAME
 
-__all__ = ["bounded", "run_in_order", "unchanged", "unfinished_results"]
+__all__ = [
+    "CONCURRENT_CALLS",
+    "bounded",
+    "run_each",
+    "run_in_order",
+    "unchanged",
+    "unfinished_results",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+CONCURRENT_CALLS = 1_000
+"""The most tool calls of one step that run at once (and results that go through post_tool
+at once): a step that asks for more runs them as the ones before end."""
+
+
+async def run_each(run: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R]:
+    """`run` for each of `items` at once, at most `CONCURRENT_CALLS` at a time; the results
+    in the order of `items`.
+
+    A step of up to `CONCURRENT_CALLS` items gets a task for each, as `asyncio.gather`
+    gives. A longer one (a model that asked for 100,000 calls) gets `CONCURRENT_CALLS`
+    tasks, each awaiting one item after another: a task for each item cost more than an
+    "ok" tool itself (about 20 us a call on a quiet machine). A sync tool is bounded the
+    same either way, by the threads of the loop's executor. Once an item raises, no task
+    starts another, and the exception is raised as `gather` raises it (the items under way
+    go on, as `gather` leaves them).
+    """
+    if len(items) <= CONCURRENT_CALLS:
+        return list(await asyncio.gather(*(run(item) for item in items)))
+    results: list[R | None] = [None] * len(items)
+    queue = iter(range(len(items)))
+    stopped = False
+
+    async def work() -> None:
+        nonlocal stopped
+        for index in queue:
+            if stopped:
+                return
+            try:
+                results[index] = await run(items[index])
+            except BaseException:
+                stopped = True
+                raise
+
+    await asyncio.gather(*(work() for _ in range(CONCURRENT_CALLS)))
+    return results  # type: ignore[return-value]  # (every index was run)
+
+
+_CONTEXT_TOOLS = -1
+"""The part of `run_in_order` that runs the context tools one after another (started first)."""
 
 
 async def run_in_order(
@@ -36,12 +88,16 @@ async def run_in_order(
     async def run_one(index: int) -> None:
         results[index] = await run(calls[index])
 
-    async def edit_context() -> None:
-        for index in context_calls:
+    async def run_part(index: int) -> None:
+        if index == _CONTEXT_TOOLS:
+            for context_index in context_calls:
+                await run_one(context_index)
+        else:
             await run_one(index)
 
-    others = (run_one(i) for i in range(len(calls)) if i not in context_calls)
-    await asyncio.gather(edit_context(), *others)
+    editing = set(context_calls)
+    others = (i for i in range(len(calls)) if i not in editing)
+    await run_each(run_part, [_CONTEXT_TOOLS, *others])
     return [r for r in results if r is not None]
 
 

@@ -104,8 +104,9 @@ class Truncator:
         # A result this compressor cut already, given again (a host that passes on only what
         # fits a limit of its own asks for less), is cut from the file it went to: stored and
         # recorded once.
+        preview_tokens = self.preview_tokens(settings, window)
         again = await self._cut_from_file(
-            block, min(cfg.tool_result_limit, self.preview_tokens(settings, window)), settings
+            block, min(cfg.tool_result_limit, preview_tokens), settings
         )
         if again is not None:
             return again
@@ -115,7 +116,7 @@ class Truncator:
             counter=services.counter,
             offloader=services.offloader,
             session_id=services.session_id,
-            preview_tokens=self.preview_tokens(settings, window),
+            preview_tokens=preview_tokens,
             preview=cfg.preview,
             readers=settings.readers,
         )
