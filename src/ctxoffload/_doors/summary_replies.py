@@ -114,8 +114,8 @@ class HostSummaryModel:
                 why = f" ({self.text_only_reason})" if self.text_only_reason else ""
                 raise ConfigError(
                     f"the {self.door} door's model adapter sends text only{why} and offers no "
-                    "tools: give an OpenAIChatModel (or --model URL/NAME) of the same provider "
-                    "where tools are needed"
+                    "tools: give a model of the same provider that calls functions, or an "
+                    "OpenAIChatModel (--model URL/NAME)"
                 )
             return await self._ask_with_tools(messages, tools)
         return await self._ask_messages(messages, response_schema)

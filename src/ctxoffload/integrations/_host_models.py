@@ -68,8 +68,8 @@ def chat_model_of(model: object, *, tools: bool = False, what: str = "the model"
         why = f" ({reason})" if reason else ""
         raise ConfigError(
             f"the {named} door's adapter asks a {type(model).__name__} for text only{why} "
-            "and offers it no tools, which eval's read mode needs: give an OpenAIChatModel "
-            "(or --model URL/NAME) of the same provider, or a LangChain chat model"
+            "and offers it no tools, which eval's read mode needs: give a model of the same "
+            "provider that calls functions, or an OpenAIChatModel (--model URL/NAME)"
         )
     return adapted
 
