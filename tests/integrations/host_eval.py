@@ -153,3 +153,20 @@ def read_only_by_reading(report: Any) -> bool:
     return any(
         r.one_read.read and r.one_read_correct and not r.no_tools_correct for r in report.results
     )
+
+
+def summary_asked_with_tools(model: Any) -> None:
+    """Ask `model`, through its door's adapter (`chat_model_of`), for a summary shaped as the
+    agent's last request (for its cache): one that carries the agent's tools (Read). The
+    caller then checks the adapter asked it as before eval, with the summary's schema alone."""
+    from ctxoffload import Msg, Summary
+    from ctxoffload.integrations import chat_model_of
+
+    read = {"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}}
+    asyncio.run(
+        chat_model_of(model).generate(
+            [Msg(role="user", content="Summarise the conversation so far.")],
+            tools=[read],
+            response_schema=Summary.model_json_schema(),
+        )
+    )

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from crewai_scripted import Scripted  # turns CrewAI's telemetry off, then imports it
 from frameworks import require_framework
-from host_eval import asked_alike
+from host_eval import asked_alike, summary_asked_with_tools
 from pydantic import Field
 
 from ctxoffload import ConfigError
@@ -71,16 +71,6 @@ class Offered(Scripted):
 def test_a_summary_request_carrying_the_agents_tools_is_asked_without_them() -> None:
     """A summary shaped as the agent's last request (for its cache) carries the agent's
     tools: the adapter asks it as before eval, with `response_model` and no tools."""
-    from ctxoffload import Msg, Summary
-    from ctxoffload.integrations import chat_model_of
-
     llm = Offered(model="summarizer")
-    read = {"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}}
-    asyncio.run(
-        chat_model_of(llm).generate(
-            [Msg(role="user", content="Summarise the conversation so far.")],
-            tools=[read],
-            response_schema=Summary.model_json_schema(),
-        )
-    )
+    summary_asked_with_tools(llm)
     assert llm.offered and all(tools is None for tools in llm.offered)

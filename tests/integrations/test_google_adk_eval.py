@@ -32,6 +32,7 @@ from host_eval import (  # noqa: E402
     demo_workdir,
     over_http,
     read_only_by_reading,
+    summary_asked_with_tools,
 )
 from pydantic import Field  # noqa: E402
 
@@ -159,16 +160,6 @@ def test_a_call_made_without_an_id_goes_back_without_one(tmp_path: Path) -> None
 def test_a_summary_request_carrying_the_agents_tools_is_asked_without_them() -> None:
     """A summary shaped as the agent's last request (for its cache) carries the agent's
     tools: the door's adapter asks it with the summary's schema alone, as before eval."""
-    from ctxoffload import Msg, Summary
-    from ctxoffload.integrations import chat_model_of
-
     llm = ReaderLlm()
-    read = {"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}}
-    asyncio.run(
-        chat_model_of(llm).generate(
-            [Msg(role="user", content="Summarise the conversation so far.")],
-            tools=[read],
-            response_schema=Summary.model_json_schema(),
-        )
-    )
+    summary_asked_with_tools(llm)
     assert llm.offered == [[]]

@@ -20,6 +20,7 @@ from host_eval import (  # noqa: E402
     assert_asked_alike,
     demo_workdir,
     over_http,
+    summary_asked_with_tools,
 )
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, convert_to_openai_messages  # noqa: E402
@@ -75,16 +76,6 @@ def test_a_langchain_chat_model_is_asked_as_the_same_model_over_http(tmp_path: P
 def test_a_summary_request_carrying_the_agents_tools_is_asked_without_them() -> None:
     """A summary shaped as the agent's last request (for its cache) carries the agent's
     tools: the door's adapter asks it with the summary's schema alone, as before eval."""
-    from ctxoffload import Msg, Summary
-    from ctxoffload.integrations import chat_model_of
-
     chat = ReaderChatModel()
-    read = {"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}}
-    asyncio.run(
-        chat_model_of(chat).generate(
-            [Msg(role="user", content="Summarise the conversation so far.")],
-            tools=[read],
-            response_schema=Summary.model_json_schema(),
-        )
-    )
+    summary_asked_with_tools(chat)
     assert chat.offered and all("Read" not in offered for offered in chat.offered)

@@ -18,7 +18,14 @@ from frameworks import require_framework
 require_framework("llama_index.core", "llama_index")
 
 import pytest  # noqa: E402
-from host_eval import DEMO_SESSION, READER, assert_asked_alike, demo_workdir, over_http  # noqa: E402
+from host_eval import (  # noqa: E402
+    DEMO_SESSION,
+    READER,
+    assert_asked_alike,
+    demo_workdir,
+    over_http,
+    summary_asked_with_tools,
+)
 from llama_index.core.base.llms.types import (  # noqa: E402
     ChatMessage,
     LLMMetadata,
@@ -134,16 +141,6 @@ def test_an_llm_that_calls_no_functions_is_refused_before_any_call(tmp_path: Pat
 def test_a_summary_request_carrying_the_agents_tools_is_asked_without_them() -> None:
     """A summary shaped as the agent's last request (for its cache) carries the agent's
     tools: the adapter asks it as before eval, by the summary's own tool alone."""
-    from ctxoffload import Msg, Summary
-    from ctxoffload.integrations import chat_model_of
-
     reader = AsReader()
-    read = {"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}}
-    asyncio.run(
-        chat_model_of(MockFunctionCallingLLM(response_generator=reader)).generate(
-            [Msg(role="user", content="Summarise the conversation so far.")],
-            tools=[read],
-            response_schema=Summary.model_json_schema(),
-        )
-    )
+    summary_asked_with_tools(MockFunctionCallingLLM(response_generator=reader))
     assert reader.offered == [["write_summary"]]
