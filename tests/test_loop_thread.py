@@ -217,22 +217,27 @@ def test_host_threads_sharing_one_projector_take_turns_and_keep_every_call(
     asyncio.run(check())
 
 
+def run_program(tmp_path: Path, program: str) -> subprocess.CompletedProcess[str]:
+    """`program` run as a user's script in a fresh interpreter, what it printed kept."""
+    script = tmp_path / "program.py"
+    script.write_text(program, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 def test_a_timer_due_while_the_interpreter_exits_says_nothing(tmp_path: Path) -> None:
     """A timer (`LoopThread.later`: the LangChain door's idle release of a lease) that came
     due after the interpreter shut its executors down printed "Exception in callback ...
     cannot schedule new futures after shutdown" at the end of the user's program."""
-    script = tmp_path / "late.py"
-    script.write_text(
+    done = run_program(
+        tmp_path,
         "import asyncio, atexit, time\n"
         "from ctxoffload._loop import LoopThread\n"
         "loop = LoopThread('late')\n"
         "loop.run(asyncio.sleep(0))\n"
         "atexit.register(time.sleep, 0.6)  # the exit takes a while after the executors stop\n"
         "loop.later(0.2, lambda: None)\n",
-        encoding="utf-8",
-    )
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
     assert "Exception in callback" not in done.stderr and "Traceback" not in done.stderr
@@ -243,8 +248,8 @@ def test_a_task_left_on_a_collected_loop_thread_ends_without_a_word(tmp_path: Pa
     object was collected with the lease unreleased, the task was destroyed pending with the
     loop and printed "Task was destroyed but it is pending!" at the host's exit (seen in CI's
     host runs). The loop's thread now cancels what is left before it closes the loop."""
-    script = tmp_path / "left.py"
-    script.write_text(
+    done = run_program(
+        tmp_path,
         "import asyncio, gc, threading\n"
         "from ctxoffload._loop import LoopThread\n"
         "loop = LoopThread('keeps')\n"
@@ -258,10 +263,6 @@ def test_a_task_left_on_a_collected_loop_thread_ends_without_a_word(tmp_path: Pa
         "        thread.join(30)\n"
         "        assert not thread.is_alive()\n"
         "print('ended')\n",
-        encoding="utf-8",
-    )
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0 and done.stdout == "ended\n", done.stderr
     assert done.stderr == ""
