@@ -87,3 +87,25 @@ def test_a_summary_request_carrying_the_agents_tools_is_asked_without_them() -> 
     offered = [[t["function"]["name"] for t in body.get("tools") or []] for body in bodies]
     assert offered == [["generate_structured_output"]]
     assert json.loads(reply.message.text)["task_overview"] == "the task_overview"
+
+
+def test_a_model_without_structured_output_is_asked_for_the_summary_as_text() -> None:
+    """A model that answers AgentScope's structured-output tool with text under each of its
+    strategies is asked once more, with no tool, and its text goes to ctxoffload's parser."""
+    written = json.dumps({name: f"the {name}" for name in Summary.model_fields})
+
+    async def summarised(url: str) -> Any:
+        async with _agentscope_model(stream=False)(url) as model:
+            return await chat_model_of(model).generate(
+                [Msg(role="user", content="Summarise the conversation so far.")],
+                response_schema=Summary.model_json_schema(),
+            )
+
+    with OpenAIServer() as server:
+        server.responder = lambda body: chat_completion(written)
+        reply = asyncio.run(summarised(server.base_url))
+        bodies = list(server.requests)
+    offered = [[t["function"]["name"] for t in body.get("tools") or []] for body in bodies]
+    assert offered[:-1] and all(names == ["generate_structured_output"] for names in offered[:-1])
+    assert offered[-1] == []
+    assert reply.message.text == written
