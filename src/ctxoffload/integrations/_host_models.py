@@ -27,13 +27,14 @@ _ADAPTERS = (
     ("crewai", "._crewai_summary", "crewai_summary_model"),
     ("llama_index", "._llama_index_summary", "llama_index_summary_model"),
     ("smolagents", "._smolagents_summary", "smolagents_summary_model"),
+    ("agentscope", "._agentscope_summary", "agentscope_summary_model"),
 )
 
 _TAKES = (
     "a ctxoffload ChatModel (OpenAIChatModel for any OpenAI-compatible endpoint) or a "
     "model object of a host ctxoffload has a door for (a LangChain chat model, a pydantic-ai "
     "Model, a Strands Model, an OpenAI Agents SDK Model, a Haystack chat generator, an ADK "
-    "model, a CrewAI LLM, a LlamaIndex LLM, a smolagents Model)"
+    "model, a CrewAI LLM, a LlamaIndex LLM, a smolagents Model, an AgentScope chat model)"
 )
 
 
