@@ -142,8 +142,9 @@ class Folder:
         with os.scandir(self.fd) as entries:
             return sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
 
-    def open(self, name: str) -> tuple[int, os.stat_result]:
+    def open(self, name: str, shown: str | None = None) -> tuple[int, os.stat_result]:
         """Open a file of the folder for reading: `(descriptor, its fstat)`; close it after.
+        `shown` names it in a refusal (default: `path(name)`).
 
         Raises:
             FileNotFoundError: there is no such file.
@@ -151,7 +152,7 @@ class Folder:
                 links (one may be outside the workspace): never read.
             OffloadError: it cannot be opened (EACCES...).
         """
-        return open_for_reading_stat(self.fd, name, self.path(name))
+        return open_for_reading_stat(self.fd, name, self.path(name) if shown is None else shown)
 
     def stat(self, name: str) -> os.stat_result:
         """The `lstat` of an entry of the folder, taken on the folder's descriptor (no link

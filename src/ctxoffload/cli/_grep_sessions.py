@@ -16,7 +16,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 
-from .._disk.commit import iter_lines
+from .._disk.commit import iter_lines, readable_end
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, MEMORIES_DIR, SESSIONS_DIR, is_record
 from .._disk.read import Folder
 from .._search.engine import Line, search_bytes, search_lines
@@ -255,7 +255,8 @@ class WorkspaceSearch:
             return ()
         if is_log:
             if whole is not None:
-                end = committed_end(folder, name, fd, len(whole))  # a batch never committed
+                # A batch never committed is left out (`_access.committed_end`'s rule).
+                end = readable_end(folder.fd, name, shown, fd, len(whole))
                 # Complete lines only, as `iter_lines` gives them: a last line without its
                 # newline is a write in progress, or one a kill cut.
                 lines: Iterable[bytes] = whole[:end].split(b"\n")[:-1]
