@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -138,3 +140,20 @@ def test_a_file_is_searched_alike_whatever_its_size(
         + f"{workdir}/sessions/a/context.jsonl:1:needle said in a\n"
     )
     assert cli("grep", "^hay$", "a", "--workdir", workdir).out.count("\n") == count - 1
+
+
+def test_a_search_of_many_sessions_holds_few_descriptors(tmp_path: Path) -> None:
+    """Each session's folder is let go once searched: 150 sessions are searched with 40
+    descriptors at most (a folder kept open for each would run out)."""
+    workdir = tmp_path / "ws"
+    _sessions(workdir, [f"s{n:03d}" for n in range(150)])
+    limited = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40)); "
+        "from ctxoffload.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", limited, "grep", "needle", "--workdir", str(workdir)],
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(b"\n") == 300

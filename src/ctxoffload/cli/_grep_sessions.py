@@ -114,7 +114,7 @@ class WorkspaceSearch:
         except OSError as exc:  # Refused and OffloadError too
             self._refused(exc, where)
             return
-        with folder:
+        try:
             try:
                 names = [
                     name
@@ -132,6 +132,8 @@ class WorkspaceSearch:
                 emit = _with_writers(folder, emit)
             for name in names:
                 self._file(folder, name, shown_path(child_path(where, name)), session, emit)
+        finally:
+            folder.__exit__()
 
     def memories(self) -> None:
         """Search the files of memories/ and of the folders in it (`_memory_files`). Their
