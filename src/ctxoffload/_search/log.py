@@ -166,8 +166,8 @@ def log_search(
                 first = max(i - context, shown_to + 1)
                 last = min(i + context, len(lines) - 1)
                 for j in range(first, last + 1):
-                    line = _utf8(lines[j])
-                    yield number, line, matches_text(lines[j])
+                    # (line i was judged a match already: only the lines around it are judged)
+                    yield number, _utf8(lines[j]), j == i or matches_text(lines[j])
                 shown_to = last
 
     return search
