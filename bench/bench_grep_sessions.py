@@ -10,9 +10,10 @@ writing to a pipe, their runs alternated, best of `--runs`. Every session holds 
 (`hello` in its tool result and in a message), so both print N lines or more.
 
 They do not do the same work: grep reads every file (the records, events.jsonl and the
-commit records included) as bytes; `ctxoffload grep` opens each file one component at a time
-without following a link, leaves the records out, decodes context.jsonl's messages and makes
-what it prints inert. Target (issue 84): at most 2x `grep -rn`.
+commit records included) as bytes; `ctxoffload grep` opens each session's folder and file
+without following a link (and refuses a hard-linked file), leaves the records out, reads
+context.jsonl to its committed end, decodes its messages and makes what it prints inert.
+Target (issue 84): at most 2x `grep -rn`.
 
 Usage: python bench/bench_grep_sessions.py [--sessions 10000] [--runs 5]
 """

@@ -392,6 +392,19 @@ def _pieces(message: Any) -> list[str]:
     """`message_lines` before the split: texts that may hold newlines, whose lines, in
     order, are the message's lines (splitting a text at its newlines and joining the lines
     again gives back the text, so both shapes come from this one walk)."""
+    if type(message) is dict:
+        # A message as most logs store it (`{"role": ..., "content": "..."}`): its pieces
+        # as the walk below gives them, without the walk (a third of a log search's time).
+        role, content = message.get("role"), message.get("content")
+        if (
+            type(role) is str
+            and type(content) is str
+            and message.get("tool_call_id") is None
+            and not isinstance(message.get("tool_calls"), list)
+        ):
+            name = message.get("name")
+            header = f"[{role}]" + (f" {name}" if isinstance(name, str) and name else "")
+            return [header, content] if content else [header]
     _check_mapping_cache()
     # (The message model is not imported here: `ctxoffload grep` reads context.jsonl through
     # this module without it. A `Msg` exists only once its module is loaded.)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,3 +29,40 @@ def test_a_fixed_string_is_escaped_as_re_escape_escapes_it(text: str, ignore_cas
         line = b"x" + needle + b"y"
         matcher = compile_matcher(text, fixed=True, ignore_case=ignore_case, escaped_bytes=True)
         assert matcher.matches_line(line)
+
+
+_LINES = [
+    b"",
+    b"hello",
+    b"say hello\r",
+    b"x.y and xzy",
+    b'"q\\ quoted',
+    b"caf\xc3\xa9",
+    b"\xff hello",
+]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "fixed"), [("hello", False), ("say hel", False), ("x.y", True), ('"q\\', True)]
+)
+def test_a_pattern_that_is_one_string_is_judged_as_its_engine_judges_it(
+    pattern: str, fixed: bool
+) -> None:
+    """A pattern that is its literal alone is judged by `bytes.find`: the same lines, and
+    the same place in each, as the compiled pattern finds."""
+    matcher = compile_matcher(pattern, fixed=fixed)
+    assert matcher.is_literal
+    for line in _LINES:
+        found = matcher._compiled.search(line)
+        assert matcher.matches_line(line) == (found is not None)
+        assert matcher._judge(line, 0) == (None if found is None else found.start())
+
+
+@pytest.mark.parametrize(
+    ("pattern", "options"),
+    [("hel+o", {}), ("x.y", {}), ("hello", {"ignore_case": True}), ("café", {"fixed": True})],
+)
+def test_a_pattern_that_is_more_than_a_string_is_judged_by_its_engine(
+    pattern: str, options: dict[str, bool]
+) -> None:
+    assert not compile_matcher(pattern, **options).is_literal

@@ -37,6 +37,7 @@ __all__ = [
     "open_dir",
     "open_file",
     "open_for_reading",
+    "open_for_reading_stat",
     "open_path",
     "open_tree",
     "path_to_file_url",
@@ -394,8 +395,18 @@ def open_for_reading(dir_fd: int, name: str, shown: str) -> int:
         Refused: a planted link, a special file, or a file with other hard links.
         OffloadError: it cannot be opened (EACCES...).
     """
+    return open_for_reading_stat(dir_fd, name, shown)[0]
+
+
+def open_for_reading_stat(dir_fd: int, name: str, shown: str) -> tuple[int, os.stat_result]:
+    """`open_for_reading`, with the `fstat` its check took: `(descriptor, status)`, for a
+    reader that needs the size too (one `fstat` a file, not two)."""
     fd = _open_no_follow(dir_fd, name, shown, READ_FLAGS, "read")
-    return _checked(fd, shown, verify_settled)
+    try:
+        return fd, verify_settled(fd, shown)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def verify_settled(fd: int, shown: str) -> os.stat_result:

@@ -29,7 +29,8 @@ from .paths import (
     Refused,
     file_url_to_path,
     linked_elsewhere,
-    open_for_reading,
+    open_dir,
+    open_for_reading_stat,
     open_path,
     workdir_problem,
 )
@@ -71,6 +72,9 @@ class Folder:
         parts: the components below it (`"sessions"`, a session id).
         root: `workdir` already resolved (a workspace resolves it once, when it is made, and
             keeps to that folder); None resolves it on entering.
+        within: the folder of all of `parts` but the last, entered and held: the last is
+            opened in it (no link followed) instead of from the workdir down, one open for
+            each of many folders side by side (`ctxoffload grep` over every session).
 
     Raises (on entering):
         FileNotFoundError: a component is missing.
@@ -78,14 +82,20 @@ class Folder:
         OffloadError: a component cannot be opened.
     """
 
-    def __init__(self, workdir: str, *parts: str, root: str | None = None) -> None:
+    def __init__(
+        self, workdir: str, *parts: str, root: str | None = None, within: Folder | None = None
+    ) -> None:
         self.workdir = workdir
         self.parts = parts
         self.root = root
+        self.within = within
         self.shown = os.path.join(workdir, *parts) if parts else workdir
         self.fd = -1
 
     def __enter__(self) -> Folder:
+        if self.within is not None and self.parts:
+            self.fd = open_dir(self.within.fd, self.parts[-1], self.shown, create=False)
+            return self
         root = self.root if self.root is not None else os.path.realpath(self.workdir)
         self.fd = open_path(root, self.parts, self.workdir, create=False)
         return self
@@ -101,8 +111,8 @@ class Folder:
 
     def names(self) -> list[str]:
         """The names in the folder, sorted (entries of every kind)."""
-        with os.scandir(self.fd) as entries:
-            return sorted(entry.name for entry in entries)
+        # (`listdir` makes no entry object for each name: a third of the time of `scandir`.)
+        return sorted(os.listdir(self.fd))
 
     def folders(self) -> list[str]:
         """The names of the folders in it (no link), sorted, hidden ones left out."""
@@ -132,8 +142,9 @@ class Folder:
         with os.scandir(self.fd) as entries:
             return sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
 
-    def open(self, name: str) -> tuple[int, os.stat_result]:
+    def open(self, name: str, shown: str | None = None) -> tuple[int, os.stat_result]:
         """Open a file of the folder for reading: `(descriptor, its fstat)`; close it after.
+        `shown` names it in a refusal (default: `path(name)`).
 
         Raises:
             FileNotFoundError: there is no such file.
@@ -141,8 +152,7 @@ class Folder:
                 links (one may be outside the workspace): never read.
             OffloadError: it cannot be opened (EACCES...).
         """
-        fd = open_for_reading(self.fd, name, self.path(name))
-        return fd, os.fstat(fd)
+        return open_for_reading_stat(self.fd, name, self.path(name) if shown is None else shown)
 
     def stat(self, name: str) -> os.stat_result:
         """The `lstat` of an entry of the folder, taken on the folder's descriptor (no link

@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Callable, Generator, Iterator
 
-from .matcher import Matcher, every_line, literal_finder
+from .matcher import Matcher, every_line, literal_finder, plain_finder
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ __all__ = [
     "SearchTimedOut",
     "is_utf8_file",
     "lines_as_read",
+    "search_bytes",
     "search_lines",
 ]
 
@@ -47,6 +48,9 @@ Line = tuple[int, bytes, bool]
 
 _PIECE = 1 << 20
 _SAMPLE = 1 << 18  # bytes of a file's first piece that choose where a literal search starts
+# Below this, a piece's literal is found with `bytes.find`: choosing the rarest byte and
+# compiling an RE2 for it (`literal_finder`) cost ~60 us, more than a small file's whole search.
+_SMALL_PIECE = 1 << 16
 _NEWLINE = ord("\n")
 _MISSES = 1024  # lines judged in vain between two looks at the clock and at the literal
 
@@ -100,6 +104,13 @@ def search_lines(
         filled -= end
 
 
+def search_bytes(data: bytes, matcher: Matcher, *, context: int = 0) -> Iterator[Line]:
+    """`search_lines` over a whole file already read (`data`, all of it): the same lines,
+    without a buffer to fill. What `ctxoffload grep` uses for a small file, which it reads in
+    one call."""
+    return _Pieces(matcher, context, None).search(data, len(data), True)
+
+
 def _buffer_size(file: Any) -> int:
     """A piece's size, or less for a smaller file: a folder of small files is searched
     without a megabyte to allocate and clear for each."""
@@ -126,11 +137,14 @@ class _Pieces:
         self.tail: list[tuple[int, bytes]] = []  # the previous piece's last lines
         self.find: Callable[[bytes | bytearray, int, int], int | None] | None = None
 
-    def search(self, buffer: bytearray, end: int, at_eof: bool) -> Iterator[Line]:
+    def search(self, buffer: bytes | bytearray, end: int, at_eof: bool) -> Iterator[Line]:
         """The lines of `buffer[:end]` (whole lines, but for the file's last) to give."""
         matcher = self.matcher
         if self.find is None and matcher.literal is not None:
-            self.find = literal_finder(matcher.literal, buffer[: min(end, _SAMPLE)])
+            if at_eof and self.first_line == 1 and end < _SMALL_PIECE:  # a small file, whole
+                self.find = plain_finder(matcher.literal)
+            else:
+                self.find = literal_finder(matcher.literal, buffer[: min(end, _SAMPLE)])
         # A piece with carriage returns is searched as the agent's tools read it.
         text: bytes | bytearray = buffer
         size = end

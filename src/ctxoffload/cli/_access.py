@@ -333,7 +333,7 @@ def open_in(
         CliError: it has other hard links, or it cannot be opened (`refusal` says which).
     """
     try:
-        return folder.open(name)
+        return folder.open(name, None if path is None else os.fspath(path))
     except OSError as exc:  # Refused and OffloadError are OSErrors too
         line = refusal(exc, path if path is not None else folder.path(name))
         if line is None:

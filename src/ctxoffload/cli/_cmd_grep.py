@@ -21,7 +21,7 @@ and said on stderr too, but it is no error: the exit status is as if it were not
 
 from __future__ import annotations
 
-import sys
+import contextlib
 
 from .._search.matcher import Deadline, compile_matcher
 from ..exceptions import CliError, InvalidContent
@@ -150,19 +150,21 @@ def run(args: argparse.Namespace | Arguments) -> int:
         skipped += 1
         printer.note(message)
 
-    search = WorkspaceSearch(workdir, query, matcher, printer, skip)
     try:
-        with deadline:
+        with deadline, WorkspaceSearch(workdir, query, matcher, printer, skip) as search:
             for session in sessions:
                 search.session(session)
             if args.session is None:
                 search.memories()
     except Deadline.Expired:
-        sys.stdout.flush()
+        printer.out.flush()
         raise CliError(
             f"pattern {args.pattern!r} ran longer than {args.timeout:g} s in Python's re "
             f"(it backtracks): {_deadline_advice()}"
         ) from None
+    except BaseException:
+        _flush_found(printer)  # what was found before stays printed, before the error
+        raise
     if args.json:
         print_json(printer.hits)
     else:
@@ -173,6 +175,13 @@ def run(args: argparse.Namespace | Arguments) -> int:
 
 
 _MAX_TIMEOUT = 100_000_000
+
+
+def _flush_found(printer: Printer) -> None:
+    """Print the lines found before a search stopped on an error, if stdout still takes
+    them (a closed pipe is said by the error that follows, not by a second one)."""
+    with contextlib.suppress(OSError):
+        printer.out.flush()
 
 
 def _deadline_advice() -> str:

@@ -9,6 +9,7 @@ whole search of 100 MB.)
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 
@@ -84,12 +85,21 @@ class Printer:
         # The stream beneath the inert one: the colours below are written as they are, and
         # the file name and the line are made inert in `emit`.
         self.out: BinaryIO = raw_stream(sys.stdout).buffer
+        if isinstance(self.out, io.FileIO) and not self.out.isatty():
+            # Unbuffered (PYTHONUNBUFFERED, -u): into a pipe or a file, lines go in blocks of
+            # their own, as GNU grep writes them, not one write each (30,000 lines of 10,000
+            # small sessions: 0.3 s of system time). Over descriptor 1 without owning it.
+            self.out = io.BufferedWriter(io.FileIO(self.out.fileno(), "wb", closefd=False))
         # GNU grep's colours: file names magenta, line numbers green, separators cyan.
         tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         self.colored = tty
         self._file, self._number, self._sep, self._end = (
             (b"\x1b[35m", b"\x1b[32m", b"\x1b[36m", b"\x1b[0m") if tty else (b"",) * 4
         )
+        self._match_sep = self._sep + b":" + self._end
+        self._context_sep = self._sep + b"-" + self._end
+        self._path = ""  # the file of the last line printed, and its name as printed
+        self._shown_path = b""
         self.hits: list[dict[str, Any]] = []
         self.matches = 0
         self._last: tuple[str, int] | None = None
@@ -132,16 +142,12 @@ class Printer:
                     keep -= 1
             cut = len(text) - keep
             text = text[:keep] + f" [... {cut:,} more bytes]".encode()
-        sep = self._sep + (b":" if hit.is_match else b"-") + self._end
+        if hit.path != self._path:  # each file's lines come together: its name made once
+            self._path = hit.path
+            shown = inert_bytes(hit.path.encode("utf-8", "surrogateescape"))
+            self._shown_path = self._file + shown + self._end
+        sep = self._match_sep if hit.is_match else self._context_sep
         self.out.write(
-            self._file
-            + inert_bytes(hit.path.encode("utf-8", "surrogateescape"))
-            + self._end
-            + sep
-            + self._number
-            + str(hit.line).encode()
-            + self._end
-            + sep
-            + inert_bytes(text)
-            + b"\n"
+            b"%s%s%s%d%s%s%s\n"
+            % (self._shown_path, sep, self._number, hit.line, self._end, sep, inert_bytes(text))
         )

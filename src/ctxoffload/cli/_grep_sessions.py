@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
-from .._disk.commit import iter_lines
+from .._disk.commit import iter_lines, readable_end
 from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, MEMORIES_DIR, SESSIONS_DIR, is_record
 from .._disk.read import Folder
-from .._search.engine import search_lines
-from .._search.log import search_log
+from .._search.engine import Line, search_bytes, search_lines
+from .._search.log import log_search
 from .._search.matcher import Matcher
 from .._search.sniff import SNIFF_BYTES, binary_reason
 from ..exceptions import CliError
@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 __all__ = ["WorkspaceSearch"]
 
 _UNKNOWN_WRITER: dict[str, Any] = {"agent": None, "session": None, "pid": None}
+
+# A file smaller than this is read in one call and searched in memory: most of a workspace
+# of small sessions, where opening a stream, a buffer and a second read for each file
+# (`search_lines`) cost more than its search. Below ripgrep's `RG_FROM_BYTES` too.
+_READ_WHOLE = 1 << 16
 
 # How deep below memories/ the search goes. Each folder is opened from the workdir down, one
 # name at a time without following a link, so a chain of folders costs the square of its
@@ -71,6 +76,29 @@ class WorkspaceSearch:
         self.fast = ripgrep_for(query, matcher, printer)
         # Resolved once for the whole search, not again for each folder entered.
         self.root = os.path.realpath(workdir)
+        # Made at the first context.jsonl searched (it loads `text`, and `re` with it).
+        self._search_log: Callable[[Iterable[bytes]], Iterator[Line]] | None = None
+        # sessions/, entered once and held while the search lasts: each session's folder is
+        # opened in it (no link followed), not from the workdir down again (`close`).
+        self._sessions: Folder | None = None
+
+    def __enter__(self) -> WorkspaceSearch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let go of the sessions/ folder held for the search."""
+        if self._sessions is not None:
+            self._sessions.__exit__()
+            self._sessions = None
+
+    def _sessions_folder(self) -> Folder:
+        """sessions/, entered at the first session searched and held until `close`."""
+        if self._sessions is None:
+            self._sessions = Folder(self.workdir, SESSIONS_DIR, root=self.root).__enter__()
+        return self._sessions
 
     def session(self, session: str) -> None:
         """Search what one session's agent stored, then its context.jsonl (and events.jsonl
@@ -78,17 +106,22 @@ class WorkspaceSearch:
         through `skip`; a session removed since it was listed (gc), or a link in its place,
         is passed over."""
         where = child_path(child_path(self.workdir, SESSIONS_DIR), session)
-        with contextlib.ExitStack() as stack:
+        try:
+            within = self._sessions_folder()
+            folder = Folder(
+                self.workdir, SESSIONS_DIR, session, root=self.root, within=within
+            ).__enter__()
+        except OSError as exc:  # Refused and OffloadError too
+            self._refused(exc, where)
+            return
+        try:
             try:
-                folder = stack.enter_context(
-                    Folder(self.workdir, SESSIONS_DIR, session, root=self.root)
-                )
                 names = [
                     name
                     for name in folder.names()
                     if name != CONTEXT_FILE and not is_record((SESSIONS_DIR, session, name))
                 ]
-            except OSError as exc:  # Refused and OffloadError too
+            except OSError as exc:
                 self._refused(exc, where)
                 return
             names.append(CONTEXT_FILE)
@@ -99,6 +132,8 @@ class WorkspaceSearch:
                 emit = _with_writers(folder, emit)
             for name in names:
                 self._file(folder, name, shown_path(child_path(where, name)), session, emit)
+        finally:
+            folder.__exit__()
 
     def memories(self) -> None:
         """Search the files of memories/ and of the folders in it (`_memory_files`). Their
@@ -185,8 +220,8 @@ class WorkspaceSearch:
         it can, else by `search_lines`. A missing file, a link, a folder or a special file is
         passed over (`_access.refusal`); a binary file is said on stderr (`Printer.note`: the
         agent's Grep counts it in a note) and not searched; a file with more than one hard
-        link, or one that cannot be read, is said through `skip` and not read."""
-        query = self.query
+        link, or one that cannot be read, is said through `skip` and not read. A file under
+        `_READ_WHOLE` bytes is read in one call and searched in memory (`search_bytes`)."""
         try:
             opened = open_in(folder, name, shown)
         except CliError as exc:
@@ -195,24 +230,56 @@ class WorkspaceSearch:
         if opened is None:
             return
         fd, st = opened
-        with os.fdopen(fd, "rb", buffering=0) as f:
-            why = binary_reason(os.pread(fd, SNIFF_BYTES, 0))
-            if why is not None:
-                self.printer.note(f"{shown}: binary file ({why}), not searched")
-                return
-            if name == CONTEXT_FILE and session is not None:
-                end = committed_end(folder, name, fd, st.st_size)  # a batch never committed
-                found = search_log(iter_lines(fd, 0, end), self.matcher, context=query.context)
-            else:
-                try:
-                    if self.fast is not None and self.fast.search(fd, shown, session, st.st_size):
-                        return
-                except CliError as exc:  # ripgrep failed after printing lines
-                    self.skip(str(exc))
-                    return
-                found = search_lines(f, self.matcher, context=query.context)
+        try:
+            found = self._lines(folder, name, fd, st.st_size, shown, session)
             for number, text, is_match in found:
                 emit(Hit(shown, number, text, is_match, session))
+        finally:
+            os.close(fd)
+
+    def _lines(
+        self, folder: Folder, name: str, fd: int, size: int, shown: str, session: str | None
+    ) -> Iterable[Line]:
+        """The lines of the file open at `fd` (`size` bytes by its fstat) to print, found by
+        the rule `_file` says; none for a binary file (said) or where ripgrep printed them
+        (a failure after printing said through `skip`)."""
+        query = self.query
+        is_log = name == CONTEXT_FILE and session is not None
+        whole: bytes | None = None
+        if size < _READ_WHOLE and (is_log or self.fast is None or size < self.fast.from_bytes):
+            whole = os.pread(fd, _READ_WHOLE, 0)
+            if len(whole) == _READ_WHOLE:  # it grew since its fstat: read as a large file is
+                whole = None
+        head = whole[:SNIFF_BYTES] if whole is not None else os.pread(fd, SNIFF_BYTES, 0)
+        why = binary_reason(head)
+        if why is not None:
+            self.printer.note(f"{shown}: binary file ({why}), not searched")
+            return ()
+        if is_log:
+            if whole is not None:
+                # A batch never committed is left out (`_access.committed_end`'s rule).
+                end = readable_end(folder.fd, name, shown, fd, len(whole))
+                # Complete lines only, as `iter_lines` gives them: a last line without its
+                # newline is a write in progress, or one a kill cut.
+                lines: Iterable[bytes] = whole[:end].split(b"\n")[:-1]
+            else:
+                end = committed_end(folder, name, fd, size)
+                lines = iter_lines(fd, 0, end)
+            if self._search_log is None:
+                self._search_log = log_search(self.matcher, context=query.context)
+            return self._search_log(lines)
+        if whole is not None:
+            return search_bytes(whole, self.matcher, context=query.context)
+        try:
+            if self.fast is not None and self.fast.search(fd, shown, session, size):
+                return ()
+        except CliError as exc:  # ripgrep failed after printing lines
+            self.skip(str(exc))
+            return ()
+        # The file's own offset, which ripgrep may have moved back to its start (`search`).
+        return search_lines(
+            os.fdopen(fd, "rb", buffering=0, closefd=False), self.matcher, context=query.context
+        )
 
 
 def _with_writers(folder: Folder, emit: Callable[[Hit], None]) -> Callable[[Hit], None]:

@@ -1,0 +1,159 @@
+"""`ctxoffload grep` over many sessions: each session's folder is opened in sessions/ (held
+for the whole search) and each small file read in one call and searched in memory. The lines
+printed are those of the file-by-file search: no link followed, the records left out, a
+letter the log stores escaped found, a line the commit record leaves out or a torn last line
+never shown, and a file of any size searched alike."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import LocalWorkspace, Msg, ToolResultBlock
+
+
+def _sessions(workdir: Path, names: list[str]) -> LocalWorkspace:
+    """A workspace whose sessions each hold a tool result and a committed context log, both
+    with `needle` in them."""
+    ws = LocalWorkspace(workdir, fsync=False)
+
+    async def fill() -> None:
+        for name in names:
+            output = f"needle in {name}\nno match\n"
+            await ws.offload_tool_result(name, ToolResultBlock(id="c1", name="f", output=output))
+            await ws.offload_context(
+                name,
+                [Msg(role="user", content=f"needle said in {name}"), Msg(role="user", content="x")],
+            )
+
+    asyncio.run(fill())
+    return ws
+
+
+def test_a_linked_session_and_a_linked_file_are_passed_over(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    workdir = tmp_path / "ws"
+    _sessions(workdir, ["a", "b", "c"])
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "tool_result-c1.txt").write_text("needle outside\n")
+    sessions = workdir / "sessions"
+    # b: the session's folder replaced by a link to a folder outside.
+    for entry in (sessions / "b").iterdir():
+        entry.unlink()
+    (sessions / "b").rmdir()
+    (sessions / "b").symlink_to(outside, target_is_directory=True)
+    # c: its tool result replaced by a link to a file outside.
+    (sessions / "c" / "tool_result-c1.txt").unlink()
+    (sessions / "c" / "tool_result-c1.txt").symlink_to(outside / "tool_result-c1.txt")
+    result = cli("grep", "needle", "--workdir", workdir)
+    assert "outside" not in result.out
+    assert result.out == (
+        f"{sessions}/a/tool_result-c1.txt:1:needle in a\n"
+        f"{sessions}/a/context.jsonl:1:needle said in a\n"
+        f"{sessions}/c/context.jsonl:1:needle said in c\n"
+    )
+
+
+def test_a_hard_linked_file_is_refused_and_the_other_sessions_searched(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    workdir = tmp_path / "ws"
+    _sessions(workdir, ["a", "b"])
+    os.link(workdir / "sessions" / "a" / "tool_result-c1.txt", tmp_path / "second-name")
+    result = cli("grep", "needle", "--workdir", workdir)
+    assert result.code == 2
+    assert "a/tool_result-c1.txt: has 2 hard links" in result.err
+    assert f"{workdir}/sessions/b/tool_result-c1.txt:1:needle in b\n" in result.out
+
+
+def test_a_letter_stored_as_a_json_escape_is_found_as_the_model_saw_it(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    workdir = tmp_path / "ws"
+    _sessions(workdir, ["a"])
+    log = workdir / "sessions" / "a" / "context.jsonl"
+    (log.parent / "context.jsonl.commit").unlink()  # a log written by hand: all of it counts
+    log.write_bytes(
+        b'{"role":"user","content":"thanks"}\n'
+        b'{"role":"user","content":"say \\u006eeedle \\"now\\""}\n'
+        b'{"role":"user","content":"caf\\u00e9 needl\\u00e9"}\n'
+    )
+    result = cli("grep", "needle", "--workdir", workdir)
+    assert f'{log}:2:say needle "now"\n' in result.out
+    assert cli("grep", "-F", 'needle "now"', "--workdir", workdir).out == (
+        f'{log}:2:say needle "now"\n'
+    )
+    assert cli("grep", "needlé", "--workdir", workdir).out == f"{log}:3:café needlé\n"
+
+
+def test_a_torn_last_line_is_never_shown(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    workdir = tmp_path / "ws"
+    _sessions(workdir, ["a"])
+    log = workdir / "sessions" / "a" / "context.jsonl"
+    with open(log, "ab") as f:  # a write a kill cut before its newline
+        f.write(b'{"role":"user","content":"needle TORN-9')
+    out = cli("grep", "needle", "--workdir", workdir).out
+    assert "TORN-9" not in out and "needle said in a" in out
+    (log.parent / "context.jsonl.commit").unlink()  # no record: still no torn line
+    out = cli("grep", "needle", "--workdir", workdir).out
+    assert "TORN-9" not in out and "needle said in a" in out
+
+
+def test_the_records_are_never_searched(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    workdir = tmp_path / "ws"
+    _sessions(workdir, ["a"])
+    session = workdir / "sessions" / "a"
+    (session / "context.jsonl.commit").write_text("needle RECORD-9\n")
+    (session / "state.json").write_text('{"needle": "STATE-9"}\n')
+    (session / ".tmp-tool_result-c2.txt-1a2b").write_text("needle HALF-9\n")
+    out = cli("grep", "needle", "--workdir", workdir).out
+    assert "RECORD-9" not in out and "HALF-9" not in out and "STATE-9" not in out
+    assert "events.jsonl" not in out and out.count("\n") == 2
+
+
+@pytest.mark.parametrize("size", [100, 65_535, 65_536, 200_000])
+def test_a_file_is_searched_alike_whatever_its_size(
+    tmp_path: Path, cli: Callable[..., Any], size: int
+) -> None:
+    """Under 64 KB a file is read whole; from there on it is read in pieces (or given to
+    ripgrep): the same lines either way, the last one without its newline included."""
+    workdir = tmp_path / "ws"
+    _sessions(workdir, ["a"])
+    path = workdir / "sessions" / "a" / "tool_result-c1.txt"
+    filler = b"hay\r\n"
+    body = filler * ((size - 20) // len(filler))
+    data = (b"needle first\n" + body + b"last needle")[:size]
+    path.write_bytes(data)
+    count = data.count(b"\n")
+    assert cli("grep", "needle", "a", "--workdir", workdir).out == (
+        f"{path}:1:needle first\n"
+        + (f"{path}:{count + 1}:last needle\n" if data.endswith(b"last needle") else "")
+        + f"{workdir}/sessions/a/context.jsonl:1:needle said in a\n"
+    )
+    assert cli("grep", "^hay$", "a", "--workdir", workdir).out.count("\n") == count - 1
+
+
+def test_a_search_of_many_sessions_holds_few_descriptors(tmp_path: Path) -> None:
+    """Each session's folder is let go once searched: 150 sessions are searched with 40
+    descriptors at most (a folder kept open for each would run out)."""
+    workdir = tmp_path / "ws"
+    _sessions(workdir, [f"s{n:03d}" for n in range(150)])
+    limited = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40)); "
+        "from ctxoffload.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", limited, "grep", "needle", "--workdir", str(workdir)],
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(b"\n") == 300
