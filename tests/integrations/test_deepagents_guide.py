@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from frameworks import require_framework, run_guide_example
+from frameworks import check_what_it_prints, require_framework, run_guide_example
 
 require_framework("deepagents", "deepagents")
 
@@ -13,6 +13,7 @@ require_framework("deepagents", "deepagents")
 def test_the_guide_example_runs_and_stores_the_log(tmp_path: Path) -> None:
     done = run_guide_example("deepagents.md", tmp_path)
     assert done.returncode == 0, done.stderr
+    check_what_it_prints("deepagents.md", done)
     lines = done.stdout.splitlines()
     assert int(lines[0].split()[0]) < 5_000
     assert "/large_tool_results/call_1" in done.stdout
