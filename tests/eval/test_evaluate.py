@@ -154,3 +154,16 @@ async def test_a_model_no_door_can_ask_is_refused_before_anything_is_read(tmp_pa
         await evaluate(str(tmp_path / "none"), "s", {"model": "gpt-4o"})
     with pytest.raises(ConfigError, match=r"judge .*a str, not a ctxoffload ChatModel"):
         await evaluate(str(tmp_path / "none"), "s", ScriptedModel([]), judge="gpt-4o")
+
+
+@pytest.mark.parametrize("package", ["haystack.components.fake", "crewai.fake", "agents.fake"])
+async def test_a_model_whose_framework_cannot_be_imported_is_refused_in_one_line(
+    tmp_path: Path, package: str
+) -> None:
+    """An object whose class says it comes from a framework that is not importable here (a
+    pickled model, a stub) is refused as a ConfigError naming it, never an ImportError."""
+    from ctxoffload import ConfigError
+
+    stub = type("Stub", (), {"__module__": package})()
+    with pytest.raises(ConfigError, match=r"Stub|not installed"):
+        await evaluate(str(tmp_path / "none"), "s", stub)

@@ -58,8 +58,14 @@ def chat_model_of(model: object, *, tools: bool = False, what: str = "the model"
     if door is None:
         raise ConfigError(f"{what} is a {type(model).__name__}, not {_TAKES}")
     module, function = door
-    adapt = getattr(importlib.import_module(module, __package__), function)
-    made = adapt(model, None)
+    try:
+        adapt = getattr(importlib.import_module(module, __package__), function)
+        made = adapt(model, None)
+    except ImportError as exc:  # (its framework is not importable here, its class notwithstanding)
+        raise ConfigError(
+            f"{what} is a {type(model).__name__} of {type(model).__module__}, whose framework "
+            f"cannot be imported: {exc}"
+        ) from exc
     adapted = made.fixed if isinstance(made, SummaryWriter) else made
     if adapted is None:
         raise ConfigError(f"{what} is a {type(model).__name__}, not {_TAKES}")
