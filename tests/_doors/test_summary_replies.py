@@ -14,6 +14,7 @@ from ctxoffload import ConfigError, ModelResponse, Msg, Summary, ToolCallBlock
 from ctxoffload._doors.summary_replies import (
     SUMMARY_WINDOW,
     HostSummaryModel,
+    call_input,
     summary_reply,
     summary_turns,
     summary_window,
@@ -105,3 +106,25 @@ def test_a_hosts_long_reason_is_said_in_its_first_line() -> None:
     assert "\n" not in said
     assert "Unable to infer model provider for model='x'." in said
     assert "Supported providers" not in said
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ('{"path": "a.txt", "limit": 2}', {"path": "a.txt", "limit": 2}),
+        ({"path": "a.txt"}, {"path": "a.txt"}),
+        ("", {}),
+        ("not json {", {"_raw_arguments": "not json {"}),
+        ('["a", "b"]', {"_raw_arguments": '["a", "b"]'}),
+        ("[" * 200 + "]" * 200, {"_raw_arguments": "[" * 200 + "]" * 200}),
+        (7, {"_raw_arguments": "7"}),
+    ],
+    ids=["json", "mapping", "empty", "no json", "a list", "too deep", "a number"],
+)
+def test_a_hosts_call_arguments_become_an_input_losing_nothing(given: Any, expected: Any) -> None:
+    """Whatever a host's model gave as a call's arguments is the call's input: a JSON object
+    as it is, anything else kept as its text (as every format's reader keeps it), never
+    an exception in the middle of an evaluation and never a recursion through deep JSON."""
+    made = call_input(given)
+    assert made == expected
+    ToolCallBlock(id="c", name="Read", input=made)  # a valid input for the message model

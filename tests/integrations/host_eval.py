@@ -85,12 +85,13 @@ def reader_offered(offered_as: OfferedAs) -> Callable[[Any], Any]:
 
 
 def served(
-    workdir: Path, model_at: ModelAt, offered_as: OfferedAs = str
+    workdir: Path, model_at: ModelAt, offered_as: OfferedAs = str, *, by_id: bool = True
 ) -> tuple[Any, list[list[str]]]:
     """The demo session evaluated through `model_at(url)` with the reader served at the URL
     on 127.0.0.1 (`reader_offered(offered_as)`): the report, and the names of the tools each
-    request offered. Each request's tool results answer calls made before them in it, and the
-    reader's own calls came back answered, ids kept (`assert_results_answer_calls`)."""
+    request offered. Each request's tool results answer calls made before them in it, and,
+    `by_id` (a host that sends results as tool messages, not as text turns: smolagents),
+    the reader's own calls came back answered, ids kept (`assert_results_answer_calls`)."""
 
     async def evaluated(base_url: str) -> Any:
         async with model_at(base_url) as model:
@@ -100,14 +101,14 @@ def served(
         server.responder = reader_offered(offered_as)
         report = asyncio.run(evaluated(server.base_url))
         bodies = list(server.requests)
-    assert_results_answer_calls(bodies)
+    assert_results_answer_calls(bodies, by_id=by_id)
     return report, [[t["function"]["name"] for t in body.get("tools") or []] for body in bodies]
 
 
-def assert_results_answer_calls(bodies: list[Any]) -> None:
+def assert_results_answer_calls(bodies: list[Any], *, by_id: bool = True) -> None:
     """In each chat request of `bodies`, every tool message answers a call an assistant
-    message before it made (OpenAI refuses a request where one does not), and the reader's
-    calls (id `read_1`) were answered by that id."""
+    message before it made (OpenAI refuses a request where one does not), and, `by_id`, the
+    reader's calls (id `read_1`) were answered by that id."""
     answered: set[str] = set()
     for body in bodies:
         made: set[str] = set()
@@ -116,7 +117,7 @@ def assert_results_answer_calls(bodies: list[Any]) -> None:
             if message.get("role") == "tool":
                 assert message.get("tool_call_id") in made, f"a result of no call: {message}"
                 answered.add(str(message.get("tool_call_id")))
-    assert "read_1" in answered
+    assert "read_1" in answered or not by_id
 
 
 def over_http(workdir: Path) -> Any:
@@ -136,14 +137,16 @@ def assert_asked_alike(
     assert [] in offered and any(names[:2] == read_back for names in offered)
 
 
-def asked_alike(root: Path, model_at: ModelAt, offered_as: OfferedAs = str) -> None:
+def asked_alike(
+    root: Path, model_at: ModelAt, offered_as: OfferedAs = str, *, by_id: bool = True
+) -> None:
     """The demo's session (made under `root`) evaluated through a host's model at the served
-    reader (`model_at(url)`; a host that renames the tools it offers, by `offered_as`) is
-    asked as the same reader is as `OpenAIChatModel` (`assert_asked_alike`). What the host's
-    client leaves to the collector is collected here, inside the caller's test, not in
-    whichever test runs next."""
+    reader (`model_at(url)`; a host that renames the tools it offers, by `offered_as`; one
+    that sends a call's result as a text turn, not `by_id`) is asked as the same reader is
+    as `OpenAIChatModel` (`assert_asked_alike`). What the host's client leaves to the
+    collector is collected here, inside the caller's test, not in whichever test runs next."""
     workdir = demo_workdir(root)
-    through, offered = served(workdir, model_at, offered_as)
+    through, offered = served(workdir, model_at, offered_as, by_id=by_id)
     assert_asked_alike(over_http(workdir), through, offered, offered_as)
     gc.collect()
 

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from .._depth import MAX_DEPTH, RAW_ARGUMENTS, load_json
 from .._secrets import Secrets
 from ..compression import Summary
 from ..exceptions import ConfigError
@@ -37,6 +38,7 @@ from ..text import message_text
 __all__ = [
     "SUMMARY_WINDOW",
     "HostSummaryModel",
+    "call_input",
     "masked_name",
     "name_refused",
     "schema_for_host",
@@ -182,6 +184,22 @@ def summary_reply(answer: object, usage: Usage | None = None) -> ModelResponse:
     else:
         text = "" if answer is None else str(answer)
     return ModelResponse(message=Msg(role="assistant", content=text), usage=usage)
+
+
+def call_input(arguments: Any) -> dict[str, Any]:
+    """A tool call's arguments as a host's model gave them (its provider's JSON text, or a
+    mapping) as a `ToolCallBlock`'s input: a JSON object as it is; anything else (text that
+    is no JSON, JSON that is no object, or nested deeper than `MAX_DEPTH`) kept as the text
+    under `RAW_ARGUMENTS`, as every format's reader keeps it."""
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, default=str)
+    try:
+        value = load_json(arguments or "{}", MAX_DEPTH)
+    except ValueError:
+        return {RAW_ARGUMENTS: arguments}
+    return value if isinstance(value, dict) else {RAW_ARGUMENTS: arguments}
 
 
 def usage_of(input_tokens: Any, output_tokens: Any, cached: Any = None) -> Usage | None:

@@ -28,7 +28,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._doors.doors import DOORS
-from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_reply, usage_of
+from .._doors.summary_replies import (
+    HostSummaryModel,
+    call_input,
+    schema_for_host,
+    summary_reply,
+    usage_of,
+)
 from ..exceptions import ConfigError
 from ..messages import (
     Block,
@@ -101,7 +107,7 @@ class AgentScopeSummaryModel(HostSummaryModel):
         if said := _text(reply):
             blocks.append(TextBlock(text=said))
         blocks += [
-            ToolCallBlock(id=str(block.id), name=str(block.name), input=_input(block.input))
+            ToolCallBlock(id=str(block.id), name=str(block.name), input=call_input(block.input))
             for block in reply.content
             if isinstance(block, _message.ToolCallBlock)
         ]
@@ -186,16 +192,6 @@ def _copied(tool: dict[str, Any]) -> dict[str, Any]:
 def _text(reply: Any) -> str:
     """The text of a `ChatResponse` (its thinking left out)."""
     return "".join(b.text for b in reply.content if isinstance(b, _message.TextBlock))
-
-
-def _input(arguments: Any) -> dict[str, Any]:
-    """A call's arguments (AgentScope keeps the model's JSON text) as a dict."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments or "{}")
-        except ValueError:
-            return {"arguments": arguments}
-    return dict(arguments) if isinstance(arguments, dict) else {"arguments": arguments}
 
 
 def _usage(usage: Any) -> Usage | None:

@@ -23,12 +23,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from .._doors.doors import DOORS
-from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_reply, usage_of
+from .._doors.summary_replies import (
+    HostSummaryModel,
+    call_input,
+    schema_for_host,
+    summary_reply,
+    usage_of,
+)
 from .._overflow import is_context_overflow
 from ..compression import Summary
 from ..exceptions import ConfigError
@@ -106,7 +111,7 @@ class CrewAISummaryModel(HostSummaryModel):
                     call_id, name, arguments = found
                     blocks.append(
                         ToolCallBlock(
-                            id=str(call_id), name=names.get(name, name), input=_input(arguments)
+                            id=str(call_id), name=names.get(name, name), input=call_input(arguments)
                         )
                     )
         elif said := _text(answer):
@@ -168,16 +173,6 @@ def _named_as_offered(message: dict[str, Any], names: dict[str, str]) -> dict[st
         function["name"] = offered.get(function["name"], function["name"])
         renamed.append({**call, "function": function})
     return {**message, "tool_calls": renamed}
-
-
-def _input(arguments: Any) -> dict[str, Any]:
-    """A call's arguments (JSON text, or a dict) as a dict."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments or "{}")
-        except ValueError:
-            return {"arguments": arguments}
-    return dict(arguments) if isinstance(arguments, dict) else {"arguments": arguments}
 
 
 def _grown(before: tuple[int, int] | None, after: tuple[int, int] | None) -> Usage | None:

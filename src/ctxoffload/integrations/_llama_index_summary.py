@@ -21,7 +21,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._doors.doors import DOORS
-from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_reply, usage_of
+from .._doors.summary_replies import (
+    HostSummaryModel,
+    call_input,
+    schema_for_host,
+    summary_reply,
+    usage_of,
+)
 from ..compression import Summary
 from ..exceptions import ConfigError
 from ..messages import Block, Msg, TextBlock, ToolCallBlock
@@ -111,7 +117,9 @@ class LlamaIndexSummaryModel(HostSummaryModel):
         said = response.message.content
         blocks: list[Block] = [TextBlock(text=said)] if isinstance(said, str) and said else []
         blocks += [
-            ToolCallBlock(id=str(call.tool_id or ""), name=call.tool_name, input=_kwargs(call))
+            ToolCallBlock(
+                id=str(call.tool_id or ""), name=call.tool_name, input=call_input(call.tool_kwargs)
+            )
             for call in calls
         ]
         message = Msg(role="assistant", content=blocks)
@@ -140,17 +148,6 @@ def _offered_tool(function: Mapping[str, Any]) -> Any:
 def _run_elsewhere(**arguments: Any) -> str:
     """A tool's call is run by its asker (`ctxoffload eval`), never by LlamaIndex."""
     raise RuntimeError("ctxoffload runs this tool's calls itself")
-
-
-def _kwargs(call: Any) -> dict[str, Any]:
-    """A `ToolSelection`'s arguments as a dict (a provider's JSON text parsed)."""
-    given = call.tool_kwargs
-    if isinstance(given, str):
-        try:
-            given = json.loads(given or "{}")
-        except ValueError:
-            return {"arguments": given}
-    return dict(given) if isinstance(given, Mapping) else {"arguments": given}
 
 
 def _summary_tool() -> Any:

@@ -21,12 +21,17 @@ at every step, the model is left free to answer in text (`tool_choice="auto"`).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from .._doors.doors import DOORS
-from .._doors.summary_replies import HostSummaryModel, schema_for_host, summary_reply, usage_of
+from .._doors.summary_replies import (
+    HostSummaryModel,
+    call_input,
+    schema_for_host,
+    summary_reply,
+    usage_of,
+)
 from .._overflow import is_context_overflow
 from ..compression import Summary
 from ..messages import Block, Msg, TextBlock, ToolCallBlock, ToolResultBlock
@@ -95,7 +100,7 @@ class SmolagentsSummaryModel(HostSummaryModel):
         blocks: list[Block] = [TextBlock(text=said)] if said else []
         blocks += [
             ToolCallBlock(
-                id=str(call.id), name=call.function.name, input=_arguments(call.function.arguments)
+                id=str(call.id), name=call.function.name, input=call_input(call.function.arguments)
             )
             for call in answer.tool_calls or ()
         ]
@@ -166,16 +171,6 @@ def _output(result: ToolResultBlock) -> str:
     if isinstance(result.output, str):
         return result.output
     return "".join(part.text for part in result.output if isinstance(part, TextBlock))
-
-
-def _arguments(given: Any) -> dict[str, Any]:
-    """A call's arguments as smolagents gives them (a dict, or its provider's JSON)."""
-    if isinstance(given, str):
-        try:
-            given = json.loads(given)
-        except ValueError:
-            return {}
-    return dict(given) if isinstance(given, dict) else {}
 
 
 def _usage(answer: Any) -> Usage | None:
