@@ -151,8 +151,7 @@ class FileToolbox:
 
             Args:
                 path_or_glob: A file, a folder or a glob (`sessions/*/tool_result-*.txt`).
-                context_lines: Lines shown around each match (at most 100); a matching
-                    context.jsonl message is then shown whole.
+                context_lines: Lines shown around each match (at most 100).
 
             Returns:
                 The matching lines, or "Error: ..."
