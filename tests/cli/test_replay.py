@@ -520,3 +520,29 @@ def test_a_config_named_in_wide_characters_keeps_the_table_aligned_and_in_width(
         if window in line
     }
     assert len(ends) == 1, "\n".join(table)  # the window column lines up
+
+
+@pytest.mark.slow
+def test_replays_of_one_session_started_together_write_it_once(tmp_path: Path) -> None:
+    """Three `replay --session same` started at once all passed the check that the session
+    did not exist yet, and all wrote it: one session holding three replays. Each now takes
+    the session new, under its lease: one writes it, the others are refused."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(openai_transcript()))
+    command = [sys.executable, "-m", "ctxoffload", "replay", str(path), "--session", "same"]
+    command += ["--workdir", str(tmp_path / "ws")]
+    racing = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    done = [(p.wait(timeout=120), p.communicate()[1]) for p in racing]
+    assert sorted(code for code, _ in done) == [0, 2, 2], done
+    assert all("already exists" in err for code, err in done if code == 2)
+    events = (tmp_path / "ws" / "sessions" / "same" / "events.jsonl").read_text()
+    assert (
+        sum('"kind": "replay"' in line or '"kind":"replay"' in line for line in events.splitlines())
+        == 1
+    )

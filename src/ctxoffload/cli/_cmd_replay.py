@@ -266,9 +266,23 @@ def run(args: argparse.Namespace) -> int:
     summary_model = _summary_model(args.summary_model, args.base_url)
 
     async def replay_all() -> list[ReplayResult]:
+        from ..exceptions import ConfigError, SessionBusyError
+        from ..workspace import take_new_session
+
         await workspace.initialize()
         results = []
         async with contextlib.AsyncExitStack() as stack:
+            # Each session taken under its lease, new: a second replay of the same --session
+            # started at the same moment (both past the check above) is refused, not merged.
+            for _, _, _, session in sessions:
+                try:
+                    lease = await take_new_session(workspace, session, agent="replay")
+                except (ConfigError, SessionBusyError):
+                    raise CliError(
+                        f"session {session!r} already exists: pass another --session"
+                    ) from None
+                if lease is not None:
+                    stack.push_async_callback(lease.release)
             if summary_model is not None:
                 await stack.enter_async_context(summary_model)
             with Progress("replay: messages", total) as progress:
