@@ -117,7 +117,7 @@ except ImportError:
         os.execv(str(python), [str(python), *sys.argv])
     raise SystemExit(INSTALL) from None
 
-sys.path.insert(0, str(ROOT / "tests" / "integrations"))
+sys.path[:0] = [str(ROOT / "tests" / "integrations"), str(ROOT / "tests")]
 from frameworks import saver_bytes  # noqa: E402  (one home for what a saver holds)
 
 from ctxoffload import (  # noqa: E402
