@@ -1,6 +1,8 @@
 """Which appends to events.jsonl are synced: the records of model calls (`RECORD_KINDS`) are
-written at once and made durable by the next synced append, every other event (a drop's, an
-offload's, a door's) is synced before its call returns.
+written at once and made durable by the next synced append, and so are the events of an
+offload whose content is synced itself (a context.jsonl batch, a tool_result file that names
+no data/ file); every other event (a drop's, a cut's, a door's, a tool result's that names
+data/ files, which gc keeps by it) is synced before its call returns.
 
 `os.fsync` is wrapped (it still syncs: the `syncs` fixture) to note, per file, how many syncs
 it had and how many bytes of it the last one covered; the files are real, in tmp_path.
@@ -8,15 +10,24 @@ it had and how many bytes of it the last one covered; the files are real, in tmp
 
 from __future__ import annotations
 
+import base64
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from ctxoffload import ContextConfig, LocalWorkspace, Msg, ToolCallBlock, ToolResultBlock
+from ctxoffload import (
+    Base64Source,
+    ContextConfig,
+    DataBlock,
+    LocalWorkspace,
+    Msg,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from ctxoffload.compression import Projector
-from helpers import Syncs
+from helpers import PNG, Syncs
 
 MESSAGE = {"message": {"id": "m1", "role": "user", "content": "hello"}}
 MODEL_CALL = {"step": 1, "attempt": 1, "messages": ["m1"]}
@@ -48,6 +59,44 @@ async def test_every_other_event_is_synced_before_its_call_returns(
         await ws.record_event("s", kind, n=number)
         assert syncs.of(events) == number
         assert syncs.covered[str(events)] == events.stat().st_size
+
+
+async def test_an_offload_syncs_its_content_and_its_event_rides_on_the_next_synced_append(
+    tmp_path: Path, syncs: Syncs
+) -> None:
+    ws = LocalWorkspace(tmp_path)
+    session = ws.session_dir("s")
+    events = session / "events.jsonl"
+    await ws.offload_context("s", [Msg(id="m1", role="user", content="the first request")])
+    await ws.offload_tool_result("s", ToolResultBlock(id="c1", name="grep", output="x\n" * 500))
+    # The content is synced before each call returns: the batch and its commit record, the
+    # file (written unnamed, synced, linked) and its folder.
+    assert syncs.of(session / "context.jsonl") >= 1
+    assert syncs.of(session) >= 1
+    assert (session / "tool_result-c1.txt").read_text() == "x\n" * 500
+    # The two events that say where it went are in the file for every reader, unsynced.
+    assert [e["kind"] for e in await ws.read_events("s")] == ["context", "tool_result"]
+    assert syncs.of(events) == 0
+    # The next synced event makes them durable with it.
+    await ws.record_event("s", "compression", tokens=1)
+    assert syncs.of(events) == 1
+    assert syncs.covered[str(events)] == events.stat().st_size
+
+
+async def test_a_tool_results_event_naming_data_files_is_synced_before_it_returns(
+    tmp_path: Path, syncs: Syncs
+) -> None:
+    # gc keeps a data/ file that a tool_result event names: that event is synced at once.
+    ws = LocalWorkspace(tmp_path)
+    events = ws.session_dir("s") / "events.jsonl"
+    image = DataBlock(
+        source=Base64Source(media_type="image/png", data=base64.b64encode(PNG).decode())
+    )
+    await ws.offload_tool_result("s", ToolResultBlock(id="c1", name="shot", output=[image]))
+    [event] = await ws.read_events("s")
+    assert event["kind"] == "tool_result" and event["data_files"]
+    assert syncs.of(events) == 1
+    assert syncs.covered[str(events)] == events.stat().st_size
 
 
 async def test_without_fsync_nothing_is_synced(tmp_path: Path, syncs: Syncs) -> None:

@@ -109,7 +109,9 @@ RECORD_KINDS = frozenset({EventKind.MESSAGE, EventKind.MODEL_CALL})
 """The kinds that record what a model call was sent (`ctxoffload show --step` rebuilds a
 call from them): what they hold is still in the context when they are written, and nothing
 that leaves it rests on them (what leaves is in context.jsonl or a tool_result file, each
-synced before it leaves, and the events that name it are synced too). So an append of only
+synced before it leaves, and the compaction's or cut's events that say so are synced too;
+the `context` and `tool_result` events of an offload ride unsynced too, as
+`StoreWorkspace._append_events` says, unless they name data/ files). So an append of only
 these is not synced on its own: it is in events.jsonl at once for every reader and survives
 a killed process, and survives a crash of the machine once the next synced append to
 events.jsonl has returned (an fsync covers all the file was written before it; a compaction

@@ -291,7 +291,9 @@ class StoreWorkspace(AsksForAStore):
                 messages=len(items),
                 **span.event_fields(),
             )
-            await self._record(sid, batch)
+            # Not synced on its own (`_append_events`): the lines are in context.jsonl,
+            # synced with their commit record; this event only says where they went.
+            await self._record(sid, batch, sync=False)
         return ContextRef(ref, *span, span.runs)
 
     async def offload_tool_result(self, session_id: str, tool_result: Any) -> str:
@@ -336,7 +338,9 @@ class StoreWorkspace(AsksForAStore):
             await payloads.before_line()
             ref = await first_free_version(files, sid, tool_file_stem(found.tool_id), data)
             await payloads.after_line()
-            await self._record(sid, tool_result_event(ref, data, found, urls))
+            # Synced only where it names data/ files (gc keeps those by it): the file and
+            # its folder are synced already, and the event only says what it holds.
+            await self._record(sid, tool_result_event(ref, data, found, urls), sync=bool(urls))
         return ref
 
     async def offload_data_block(self, block: Any) -> Any:
@@ -415,17 +419,27 @@ class StoreWorkspace(AsksForAStore):
                 await check_writer(fence, session_id, f"{len(lines)} event(s) ({kinds})")
             await self._append_events(session_id, lines, {kind for kind, _ in events})
 
-    async def _record(self, session_id: str, event: Event) -> None:
-        await self._record_fields(session_id, event.kind, event.fields())
+    async def _record(self, session_id: str, event: Event, *, sync: bool = True) -> None:
+        await self._record_fields(session_id, event.kind, event.fields(), sync=sync)
 
-    async def _record_fields(self, session_id: str, kind: str, fields: dict[str, Any]) -> None:
+    async def _record_fields(
+        self, session_id: str, kind: str, fields: dict[str, Any], *, sync: bool = True
+    ) -> None:
         line = dumps_record(event_record(session_id, kind, fields))
-        await self._append_events(session_id, [line], {kind})
+        await self._append_events(session_id, [line], {kind}, sync=sync)
 
-    async def _append_events(self, session_id: str, lines: list[bytes], kinds: set[str]) -> None:
-        """Append event lines, synced unless every one records a model call (`RECORD_KINDS`)."""
+    async def _append_events(
+        self, session_id: str, lines: list[bytes], kinds: set[str], *, sync: bool = True
+    ) -> None:
+        """Append event lines, synced unless every one records a model call (`RECORD_KINDS`)
+        or `sync` is False: an event about content that is synced itself (a batch of
+        context.jsonl, a tool_result file naming no data/ file), which nothing rests on. Such
+        a line is in events.jsonl at once for every reader and survives a killed process; it
+        is made durable by the next synced append to events.jsonl (an fsync covers all that
+        was written to the file before it), which a projection makes in the same call when
+        anything leaves the context (its compression or truncation events)."""
         try:
-            sync = not kinds <= RECORD_KINDS
+            sync = sync and not kinds <= RECORD_KINDS
             await self._files.append(session_id, EVENTS_FILE, lines, sync=sync)
         except OSError as exc:
             if self._files.event_failure_is_fatal(exc):
