@@ -67,7 +67,10 @@ Run it in a virtual environment of its own, as the host tests run (it re-runs it
     python bench/bench_peers.py
 
 Options: `--windows 8000 32000`, `--strategies ctxoffload none ...`, `--runs N` (the first N),
-`--repeat N` (replays of each run per strategy, in turn; the best host time is kept).
+`--repeat N` (replays of each run per strategy, in turn; the best host time is kept),
+`--corpus DIR` (another folder of transcripts), `--shapes [NAME ...]` (instead of the corpus,
+runs of other shapes generated from `--seed` by `transcript_shapes.py`: long single outputs,
+many small ones, sub-agents' reports, a mini-swe-agent run; all four when none is named).
 """
 
 from __future__ import annotations
@@ -897,10 +900,39 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=None, help="replay only the first N runs")
     parser.add_argument("--repeat", type=int, default=1, help="replays; the best time is kept")
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="the transcripts' folder")
+    parser.add_argument(
+        "--shapes",
+        nargs="*",
+        default=None,
+        help="replay generated runs of these shapes (transcript_shapes.py) instead of the corpus",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="the shapes' seed")
+    parser.add_argument("--shape-runs", type=int, default=2, help="generated runs of each shape")
     parser.add_argument("--verbose", action="store_true", help="print each run's figures")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
-    runs = scripts(args.runs, args.corpus)
+    with tempfile.TemporaryDirectory() as generated:
+        corpus = args.corpus
+        if args.shapes is not None:
+            corpus = Path(generated)
+            write_shapes(corpus, args.seed, args.shape_runs, args.shapes)
+        runs = scripts(args.runs, corpus)
+    run_all(args, runs)
+
+
+def write_shapes(folder: Path, seed: int | None, count: int, shapes: Sequence[str]) -> None:
+    """Generated transcripts of other shapes than the corpus's (`transcript_shapes.py`)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import transcript_shapes
+
+    chosen = tuple(shapes) or transcript_shapes.SHAPES
+    given = transcript_shapes.SEED if seed is None else seed
+    transcript_shapes.write(folder, given, count, chosen)
+    print(f"shapes {', '.join(chosen)}: {count} runs each, seed {given}")
+
+
+def run_all(args: argparse.Namespace, runs: list[Script]) -> None:
+    """Replay `runs` as `args` asks and print the tables."""
     strategies = [s for s in args.strategies if s != BASELINE] + [BASELINE]
     print(versions())
     print(f"{len(runs)} runs, {sum(len(s.invocations) for s in runs)} user turns")
