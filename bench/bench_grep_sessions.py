@@ -35,6 +35,12 @@ from ctxoffload import LocalWorkspace, Msg, ToolResultBlock
 # An installed package has its bytecode cached; under PYTHONDONTWRITEBYTECODE an editable
 # install would recompile every module at each start (bench_cli_grep.py).
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+# The commands run in the workspace's folder: a relative PYTHONPATH (`PYTHONPATH=src`) is made
+# absolute, or they would run the installed ctxoffload instead of the one asked for.
+if CHILD_ENV.get("PYTHONPATH"):
+    CHILD_ENV["PYTHONPATH"] = os.pathsep.join(
+        os.path.abspath(p) if p else p for p in CHILD_ENV["PYTHONPATH"].split(os.pathsep)
+    )
 
 
 async def fill(workdir: Path, sessions: int) -> None:
