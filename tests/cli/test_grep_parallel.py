@@ -30,6 +30,7 @@ RUN = """
 import os, sys
 from ctxoffload.cli import _grep_parallel, main
 _grep_parallel.PARALLEL_FROM = int(sys.argv[1])
+_grep_parallel._busy = lambda cpus: False  # (the machine running the tests may be busy)
 forks, fork = [], os.fork
 def counted():
     pid = fork()
@@ -149,6 +150,7 @@ def test_a_search_in_two_processes_holds_few_descriptors(hostile: Path) -> None:
     limited = (
         "import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40)); "
         "from ctxoffload.cli import _grep_parallel, main; _grep_parallel.PARALLEL_FROM = 2; "
+        "_grep_parallel._busy = lambda cpus: False; "
         "sys.exit(main(sys.argv[1:]))"
     )
     done = subprocess.run(
@@ -163,8 +165,10 @@ def test_a_search_in_two_processes_holds_few_descriptors(hostile: Path) -> None:
 
 @pytest.fixture
 def two_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Two processes from 2 sessions on; the children forked, by pid."""
+    """Two processes from 2 sessions on, however busy the machine; the children forked,
+    by pid."""
     monkeypatch.setattr(_grep_parallel, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(_grep_parallel, "_busy", lambda cpus: False)
     forks: list[int] = []
     fork = os.fork
 
@@ -310,3 +314,24 @@ def test_json_and_context_lines_stay_in_one_process(
     cli("grep", "--json", "needle", "--workdir", hostile)
     cli("grep", "-C", "1", "needle", "--workdir", hostile)
     assert two_processes == []
+
+
+def test_no_second_process_when_no_cpu_is_idle(
+    hostile: Path,
+    cli: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+    two_processes: list[int],
+) -> None:
+    expected = _one_process(cli, hostile, monkeypatch)
+    monkeypatch.setattr(_grep_parallel, "_busy", lambda cpus: True)
+    result = cli("grep", "needle", "--workdir", hostile)
+    assert two_processes == []
+    assert (result.code, result.out, result.err) == (expected.code, expected.out, expected.err)
+
+
+def test_the_machine_is_busy_when_as_many_tasks_run_as_there_are_cpus() -> None:
+    with open("/proc/loadavg", "rb") as f:
+        runnable = int(f.read().split()[3].split(b"/")[0])
+    assert runnable >= 1  # this test itself
+    assert _grep_parallel._busy(1)  # one CPU: this process takes it
+    assert not _grep_parallel._busy(10_000)

@@ -18,8 +18,9 @@ holding the second half's output; and a session whose lines pass `_HELD_AT_MOST`
 file matching everywhere) ends the child's part there, its sessions from that one on left to
 the parent, which prints as it goes. Used for plain output only (no --json, no -C, whose `--`
 between hunks depends on the line printed before), for an RE2 pattern (Python's `re` runs
-under an interval timer, which a child does not inherit), when two CPUs are ours and no
-other thread runs (fork copies one thread), and for enough sessions to pay for the fork.
+under an interval timer, which a child does not inherit), when two CPUs are ours and one is
+idle now (`_busy`), when no other thread runs (fork copies one thread), and for enough
+sessions to pay for the fork.
 """
 
 from __future__ import annotations
@@ -84,15 +85,30 @@ def _worth_two(sessions: list[str]) -> bool:
     if len(sessions) < PARALLEL_FROM or not hasattr(os, "fork"):
         return False
     try:
-        if len(os.sched_getaffinity(0)) < 2:
-            return False
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        if (os.cpu_count() or 1) < 2:
-            return False
+        cpus = os.cpu_count() or 1
+    if cpus < 2 or _busy(cpus):
+        return False
     # Fork copies the calling thread only: with another running, a lock it held would stay
     # held in the child. A grep starts none (`threading` is loaded only by `re`'s deadline).
     threading = sys.modules.get("threading")
     return threading is None or threading.active_count() == 1
+
+
+def _busy(cpus: int) -> bool:
+    """Whether no CPU is idle for the child now: as many other tasks are runnable as there
+    are CPUs but ours (/proc/loadavg's count, which counts this process too). Measured on 2
+    CPUs with others busy, two processes then took 20-40% more wall time than one, not less:
+    they share one scheduling group's time (autogroup), and each half costs more CPU beside
+    the other than alone. The count of this instant, not the load average, whose last
+    minute holds this command's own earlier runs (a bench, a loop in a script)."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            runnable = int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return runnable >= cpus  # (this process is one of them)
 
 
 class _Child:
