@@ -234,15 +234,19 @@ def test_a_session_folder_swapped_for_a_link_during_the_search_is_not_followed(
     assert "s023/context.jsonl:1:needle said in s023" in result.out
 
 
+@pytest.mark.parametrize("send_at", [1, 1 << 16])
 def test_a_child_that_dies_leaves_its_sessions_to_the_parent(
     hostile: Path,
     cli: Callable[..., Any],
     monkeypatch: pytest.MonkeyPatch,
     two_processes: list[int],
+    send_at: int,
 ) -> None:
-    """The child dies in s031, after printing its tool result's line: the parent searches
-    s031 on, and prints that line once."""
+    """The child dies in s031, after printing its tool result's line, having committed each
+    session before (`send_at` 1) or none: the parent searches from the first it did not
+    commit, and prints that line once."""
     expected = _one_process(cli, hostile, monkeypatch)
+    monkeypatch.setattr(_grep_parallel, "_SEND_AT", send_at)
     parent, file = os.getpid(), WorkspaceSearch._file
 
     def dying_file(self: WorkspaceSearch, folder: Any, name: str, *rest: Any) -> None:

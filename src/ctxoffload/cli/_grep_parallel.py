@@ -6,11 +6,11 @@ sessions costs about 0.16 ms of Python a session, which one core cannot bring to
 The child searches with the same `WorkspaceSearch` (the same opens: no link followed, no
 hard-linked file read, the records left out; the same inert output) and sends what it would
 have printed down a pipe, in frames: its stdout bytes (`_OUT`) and its stderr text (`_ERR`,
-made inert there as here) in the order it wrote them, and after each session's, a commit
-(`_DONE`: sessions done, matches, files skipped). The parent prints a frame only once the
-session it belongs to is committed, and only after its own half: a child that dies is
-replaced by this process searching its sessions from the first not committed, and no line
-is printed twice or lost.
+made inert there as here) in the order it wrote them, and, between two sessions, once about
+`_SEND_AT` bytes have gathered (and after its last), a commit (`_DONE`: sessions done,
+matches, files skipped). The parent prints a frame only once it is committed, and only after
+its own half: a child that dies is replaced by this process searching its sessions from the
+first not committed, and no line is printed twice or lost.
 
 Memory stays bounded: the child blocks on a full pipe (widened to 1 MB where allowed) until
 the parent reads it, so a search that prints much runs at one process's pace instead of
@@ -46,7 +46,8 @@ about 2 ms, a few hundred small sessions' search."""
 # Frame kinds: a frame is its kind, its payload's length (4 bytes, big-endian), its payload.
 _OUT, _ERR, _DONE = b"o", b"e", b"d"
 _HEADER = 5
-# Bytes the child gathers before it writes them down the pipe (one write, not one a line).
+# Bytes the child gathers before it commits them and writes them down the pipe (one write
+# and two frames for many sessions, not for each).
 _SEND_AT = 1 << 16
 _PIPE_SIZE = 1 << 20
 # The most one session's output the child holds before it leaves the rest to the parent.
@@ -225,14 +226,13 @@ def _raw_stderr() -> Any:
 
 
 class _Frames:
-    """What the child sends: its stdout bytes and stderr text in the order written, and a
-    commit after each session."""
+    """What the child sends: its stdout bytes and stderr text in the order written, and the
+    commits between them."""
 
     def __init__(self, pipe: int) -> None:
         self.pipe = pipe
-        self.out = _HeldOutput()  # the child's stdout, up to its next frame
-        self.sent = bytearray()  # frames not yet written down the pipe
-        self.committed_at = 0  # where in `sent` the frames of the last session done end
+        self.sent = bytearray()  # frames not yet committed and written down the pipe
+        self.out = _HeldOutput(self.sent)  # the child's stdout, up to its next frame
 
     def frame(self, kind: bytes, payload: bytes) -> None:
         self.sent += kind + len(payload).to_bytes(4, "big") + payload
@@ -244,26 +244,19 @@ class _Frames:
             self.out.seek(0)
             self.out.truncate()
 
-    def commit(self, done: int, matches: int, skipped: int, *, last: bool) -> None:
-        """Close the frames of session number `done`; send them when enough have gathered."""
+    def gathered(self) -> int:
+        """Bytes printed since the last commit."""
+        return self.out.tell() + len(self.sent)
+
+    def commit(self, done: int, matches: int, skipped: int) -> None:
+        """Commit what was printed up to the end of session number `done`, and send it."""
         self.take_out()
         self.frame(_DONE, b"%d %d %d" % (done, matches, skipped))
-        self.committed_at = len(self.sent)
-        if last or len(self.sent) >= _SEND_AT:
-            self.send()
-
-    def give_up(self) -> None:
-        """Send the sessions done, dropping what the one under way printed."""
-        del self.sent[self.committed_at :]
-        self.send()
-
-    def send(self) -> None:
         with memoryview(self.sent) as view:
             written = 0
             while written < len(view):
                 written += os.write(self.pipe, view[written:])
         self.sent.clear()
-        self.committed_at = 0
 
 
 class _TooMuchHeld(Exception):
@@ -271,10 +264,15 @@ class _TooMuchHeld(Exception):
 
 
 class _HeldOutput(io.BytesIO):
-    """The child's stdout between two frames, refusing to hold more than `_HELD_AT_MOST`."""
+    """The child's stdout between two frames, refusing to hold, with the frames `sent`
+    gathered since the last commit, more than `_HELD_AT_MOST` bytes."""
+
+    def __init__(self, sent: bytearray) -> None:
+        super().__init__()
+        self.sent = sent
 
     def write(self, data: Any) -> int:
-        if self.tell() + len(data) > _HELD_AT_MOST:
+        if self.tell() + len(self.sent) + len(data) > _HELD_AT_MOST:
             raise _TooMuchHeld
         return super().write(data)
 
@@ -287,8 +285,11 @@ class _FramedStderr(io.StringIO):
         self.frames = frames
 
     def write(self, text: str) -> int:
+        data = text.encode(_ENCODING, _ERRORS)
+        if self.frames.gathered() + len(data) > _HELD_AT_MOST:
+            raise _TooMuchHeld
         self.frames.take_out()
-        self.frames.frame(_ERR, text.encode(_ENCODING, _ERRORS))
+        self.frames.frame(_ERR, data)
         return len(text)
 
 
@@ -314,7 +315,7 @@ def _search_and_send(search: WorkspaceSearch, sessions: list[str], pipe: int) ->
     for number, session in enumerate(sessions, start=1):
         try:
             search.session(session)
-        except _TooMuchHeld:  # the parent searches it again, and those after it
-            frames.give_up()
+        except _TooMuchHeld:  # the parent searches the sessions since the last commit again
             return
-        frames.commit(number, printer.matches, skipped, last=number == last)
+        if number == last or frames.gathered() >= _SEND_AT:
+            frames.commit(number, printer.matches, skipped)
