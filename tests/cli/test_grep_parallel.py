@@ -10,6 +10,7 @@ import errno
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -292,20 +293,33 @@ def test_without_a_pipe_or_a_process_one_process_searches_all(
     assert (result.code, result.out, result.err) == (expected.code, expected.out, expected.err)
 
 
+@pytest.mark.parametrize("when", ["searching", "waiting"])
 def test_a_parent_stopped_by_ctrl_c_ends_its_child(
     hostile: Path,
     cli: Callable[..., Any],
     monkeypatch: pytest.MonkeyPatch,
     two_processes: list[int],
+    when: str,
 ) -> None:
-    parent, session = os.getpid(), WorkspaceSearch.session
+    """Ctrl-C in the parent's half, or while it waits for a child stuck in s025 (a minute,
+    were it not ended): the child is ended and reaped, not waited for."""
+    parent, session, read = os.getpid(), WorkspaceSearch.session, os.read
 
     def interrupted(self: WorkspaceSearch, name: str) -> None:
-        if os.getpid() == parent and name == "s004":
+        if os.getpid() == parent and name == "s004" and when == "searching":
             raise KeyboardInterrupt
+        if os.getpid() != parent and name == "s025":
+            time.sleep(60)
         session(self, name)
 
+    def interrupted_read(fd: int, size: int) -> bytes:
+        if os.getpid() == parent:
+            raise KeyboardInterrupt
+        return read(fd, size)
+
     monkeypatch.setattr(WorkspaceSearch, "session", interrupted)
+    if when == "waiting":
+        monkeypatch.setattr(os, "read", interrupted_read)
     result = cli("grep", "needle", "--workdir", hostile)
     assert result.code == 130
     assert len(two_processes) == 1  # and reaped (the fixture checks)

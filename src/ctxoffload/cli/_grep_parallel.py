@@ -150,10 +150,11 @@ class _Child:
         return cls(pid, read_end, search)
 
     def print_committed(self) -> tuple[int, int]:
-        """Print what the child sent for each session it finished, as it comes; then reap it.
+        """Print what the child committed, as it comes; then reap it. (On an error or
+        Ctrl-C here, `stop` ends it: a child that was sent no signal is not waited for.)
 
         Returns:
-            How many of its sessions it finished, and how many files it skipped in them.
+            How many of its sessions it committed, and how many files it skipped in them.
         """
         printer = self.search.printer
         out = printer.out
@@ -161,33 +162,31 @@ class _Child:
         pending: list[tuple[int, bytes]] = []
         done = matches = skipped = 0
         buffer = bytearray()
-        try:
-            while chunk := os.read(self.pipe, _PIPE_SIZE):
-                buffer += chunk
-                pos, size = 0, len(buffer)
-                while size - pos >= _HEADER:
-                    end = pos + _HEADER + int.from_bytes(buffer[pos + 1 : pos + _HEADER], "big")
-                    if end > size:
-                        break
-                    kind, payload = buffer[pos], bytes(buffer[pos + _HEADER : end])
-                    pos = end
-                    if kind != _DONE[0]:
-                        pending.append((kind, payload))
-                        continue
-                    for pending_kind, data in pending:
-                        if pending_kind == _OUT[0]:
-                            out.write(data)
-                        else:
-                            out.flush()
-                            stderr.write(data.decode(_ENCODING, _ERRORS))
-                            stderr.flush()
-                    pending.clear()
-                    done, matches, skipped = map(int, payload.split())
-                del buffer[:pos]
-        finally:
-            os.close(self.pipe)
-            self.pipe = -1
-            self._reap()
+        while chunk := os.read(self.pipe, _PIPE_SIZE):
+            buffer += chunk
+            pos, size = 0, len(buffer)
+            while size - pos >= _HEADER:
+                end = pos + _HEADER + int.from_bytes(buffer[pos + 1 : pos + _HEADER], "big")
+                if end > size:
+                    break
+                kind, payload = buffer[pos], bytes(buffer[pos + _HEADER : end])
+                pos = end
+                if kind != _DONE[0]:
+                    pending.append((kind, payload))
+                    continue
+                for pending_kind, data in pending:
+                    if pending_kind == _OUT[0]:
+                        out.write(data)
+                    else:
+                        out.flush()
+                        stderr.write(data.decode(_ENCODING, _ERRORS))
+                        stderr.flush()
+                pending.clear()
+                done, matches, skipped = map(int, payload.split())
+            del buffer[:pos]
+        os.close(self.pipe)
+        self.pipe = -1
+        self._reap()
         printer.matches += matches
         return done, skipped
 
