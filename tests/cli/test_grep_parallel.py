@@ -1,7 +1,11 @@
 """`ctxoffload grep` over many sessions in two processes: what it prints is byte for byte
 what one process prints (stdout, stderr in between, exit status), sessions in order, with
 every refusal kept in the child's half too; a child that dies, holds too much or cannot be
-started leaves its sessions to the parent, and a parent that stops ends its child."""
+started leaves its sessions to the parent, and a parent that stops ends its child.
+
+Each search runs in a fresh interpreter (`_run`): a process with other threads never forks
+(a pytest-xdist worker has some), and the faults (`fault_*`, below) are set in it.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +28,14 @@ SESSIONS = [f"s{n:03d}" for n in range(40)]
 # The child searches the second half: s020 to s039.
 
 # `ctxoffload grep ARGS` in a fresh interpreter, two processes from PARALLEL_FROM sessions
-# (argv[1]); stdout and stderr go to one pipe, so their order is seen. How many forks were
-# made is written to the file argv[2].
+# (argv[1]) however busy the machine, with the fault argv[3] set (`fault_NAME` of this
+# module, given the workdir); stdout and stderr go to one pipe, so their order is seen. The
+# forks made, and whether each child was reaped, are written to the file argv[2].
 RUN = """
 import os, sys
 from ctxoffload.cli import _grep_parallel, main
 _grep_parallel.PARALLEL_FROM = int(sys.argv[1])
-_grep_parallel._busy = lambda cpus: False  # (the machine running the tests may be busy)
+_grep_parallel._busy = lambda cpus: False
 forks, fork = [], os.fork
 def counted():
     pid = fork()
@@ -39,11 +43,21 @@ def counted():
         forks.append(pid)
     return pid
 os.fork = counted
-code = main(sys.argv[3:])
+if sys.argv[3] != "none":
+    sys.path.insert(0, TESTS)
+    import test_grep_parallel
+    getattr(test_grep_parallel, "fault_" + sys.argv[3])(sys.argv[sys.argv.index("--workdir") + 1])
+code = main(sys.argv[4:])
+def reaped(pid):
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
 with open(sys.argv[2], "w") as f:
-    f.write(str(len(forks)))
+    f.write(f"{len(forks)} {all(map(reaped, forks))}")
 sys.exit(code)
-"""
+""".replace("TESTS", repr(str(Path(__file__).parent)))
 
 
 def _hostile_workspace(tmp_path: Path) -> Path:
@@ -94,16 +108,24 @@ def hostile(tmp_path: Path) -> Path:
     return _hostile_workspace(tmp_path)
 
 
-def _run(tmp_path: Path, parallel_from: int, *args: str | Path) -> tuple[int, bytes, int]:
-    """Exit status, stdout and stderr as one stream, and the forks made."""
-    forks = tmp_path / f"forks-{parallel_from}"
+def _run(
+    tmp_path: Path, parallel_from: int, *args: str | Path, fault: str = "none"
+) -> tuple[int, bytes, int]:
+    """Exit status, stdout and stderr as one stream, and the forks made (each reaped)."""
+    forks = tmp_path / f"forks-{parallel_from}-{fault}"
     done = subprocess.run(
-        [sys.executable, "-c", RUN, str(parallel_from), str(forks), *map(str, args)],
+        [sys.executable, "-c", RUN, str(parallel_from), str(forks), fault, *map(str, args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         check=False,
     )
-    return done.returncode, done.stdout, int(forks.read_text())
+    made, reaped = forks.read_text().split()
+    assert reaped == "True"
+    return done.returncode, done.stdout, int(made)
+
+
+def _one_process(tmp_path: Path, workdir: Path) -> tuple[int, bytes]:
+    return _run(tmp_path, 10**9, "grep", "needle", "--workdir", workdir)[:2]
 
 
 @pytest.mark.parametrize(
@@ -115,7 +137,7 @@ def test_two_processes_print_byte_for_byte_what_one_prints(
 ) -> None:
     code, out, forks = _run(tmp_path, 2, "grep", *args, "--workdir", hostile)
     assert forks == 1
-    assert (code, out) == _run(tmp_path, 10_000, "grep", *args, "--workdir", hostile)[:2]
+    assert (code, out) == _run(tmp_path, 10**9, "grep", *args, "--workdir", hostile)[:2]
     assert b"OUTSIDE" not in out and b"STATE" not in out and b"\x1b" not in out
     if args == ["needle"]:
         assert code == 2  # the hard-linked files, said on stderr
@@ -141,7 +163,7 @@ def test_the_lines_of_each_session_stay_in_order_across_many(tmp_path: Path) -> 
     asyncio.run(fill())
     code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", workdir)
     assert forks == 1 and code == 0
-    assert out == _run(tmp_path, 10_000, "grep", "needle", "--workdir", workdir)[1]
+    assert out == _run(tmp_path, 10**9, "grep", "needle", "--workdir", workdir)[1]
     assert len(out) > 1 << 20  # past the pipe and many frames
     found = [line.split(b" ")[1:3] for line in out.splitlines()]
     assert found == [[n.encode(), str(i).encode()] for n in names for i in range(20)]
@@ -164,90 +186,55 @@ def test_a_search_in_two_processes_holds_few_descriptors(hostile: Path) -> None:
     assert done.stdout.count(b"needle said in") == 38  # (two session folders are links)
 
 
-@pytest.fixture
-def two_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Two processes from 2 sessions on, however busy the machine; the children forked,
-    by pid."""
-    monkeypatch.setattr(_grep_parallel, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(_grep_parallel, "_busy", lambda cpus: False)
-    forks: list[int] = []
-    fork = os.fork
-
-    def counted() -> int:
-        pid = fork()
-        if pid:
-            forks.append(pid)
-        return pid
-
-    monkeypatch.setattr(os, "fork", counted)
-    yield forks
-    for pid in forks:  # each was reaped by the search
-        with pytest.raises(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
+# What the faults change, in the fresh interpreter that `_run` starts (never in this one).
+_PATCH = pytest.MonkeyPatch()
 
 
-def _one_process(cli: Callable[..., Any], workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    with monkeypatch.context() as m:
-        m.setattr(_grep_parallel, "PARALLEL_FROM", 10_000)
-        return cli("grep", "needle", "--workdir", workdir)
+def _swap(workdir: Path, name: str) -> None:
+    """Session `name`'s folder moved away, a link to the folder outside in its place."""
+    sessions = workdir / "sessions"
+    os.rename(sessions / name, workdir.parent / f"moved-{name}")
+    (sessions / name).symlink_to(workdir.parent / "outside", target_is_directory=True)
 
 
-def test_a_session_folder_swapped_for_a_link_during_the_search_is_not_followed(
-    hostile: Path,
-    tmp_path: Path,
-    cli: Callable[..., Any],
-    monkeypatch: pytest.MonkeyPatch,
-    two_processes: list[int],
-) -> None:
-    """s002 (the parent's) and s022 (the child's) are swapped for a link to a folder outside
-    just before each is searched, s003 and s023 as their context.jsonl is about to be: the
-    first is passed over, the second searched through the folder already held."""
-    sessions = hostile / "sessions"
-    expected = _one_process(cli, hostile, monkeypatch)
-    outside = tmp_path / "outside"
+def fault_swap(workdir: str) -> None:
+    """s002 (the parent's) and s022 (the child's) swapped for a link just before each is
+    searched, s003 and s023 as their context.jsonl is about to be."""
     session, file = WorkspaceSearch.session, WorkspaceSearch._file
-
-    def swap(name: str) -> None:
-        os.rename(sessions / name, tmp_path / f"moved-{name}")
-        (sessions / name).symlink_to(outside, target_is_directory=True)
 
     def swapping_session(self: WorkspaceSearch, name: str) -> None:
         if name in ("s002", "s022"):
-            swap(name)
+            _swap(Path(workdir), name)
         session(self, name)
 
     def swapping_file(self: WorkspaceSearch, folder: Any, name: str, *rest: Any) -> None:
         if name == "context.jsonl" and folder.parts[-1] in ("s003", "s023"):
-            swap(folder.parts[-1])
+            _swap(Path(workdir), folder.parts[-1])
         file(self, folder, name, *rest)
 
-    monkeypatch.setattr(WorkspaceSearch, "session", swapping_session)
-    monkeypatch.setattr(WorkspaceSearch, "_file", swapping_file)
-    result = cli("grep", "needle", "--workdir", hostile)
-    assert len(two_processes) == 1
-    assert "OUTSIDE" not in result.out
-    dropped = [line for line in expected.out.splitlines() if "/s002/" in line or "/s022/" in line]
-    assert len(dropped) == 4
-    assert result.out.splitlines() == [
-        line for line in expected.out.splitlines() if line not in dropped
-    ]
-    assert "s003/context.jsonl:1:needle said in s003" in result.out
-    assert "s023/context.jsonl:1:needle said in s023" in result.out
+    _PATCH.setattr(WorkspaceSearch, "session", swapping_session)
+    _PATCH.setattr(WorkspaceSearch, "_file", swapping_file)
 
 
-@pytest.mark.parametrize("send_at", [1, 1 << 16])
-def test_a_child_that_dies_leaves_its_sessions_to_the_parent(
-    hostile: Path,
-    cli: Callable[..., Any],
-    monkeypatch: pytest.MonkeyPatch,
-    two_processes: list[int],
-    send_at: int,
+def test_a_session_folder_swapped_for_a_link_during_the_search_is_not_followed(
+    hostile: Path, tmp_path: Path
 ) -> None:
-    """The child dies in s031, after printing its tool result's line, having committed each
-    session before (`send_at` 1) or none: the parent searches from the first it did not
-    commit, and prints that line once."""
-    expected = _one_process(cli, hostile, monkeypatch)
-    monkeypatch.setattr(_grep_parallel, "_SEND_AT", send_at)
+    """The folders swapped before they are opened are passed over; those swapped once
+    opened are searched through the folder already held."""
+    expected = _one_process(tmp_path, hostile)[1].decode()
+    _, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault="swap")
+    assert forks == 1
+    assert b"OUTSIDE" not in out
+    dropped = [line for line in expected.splitlines() if "/s002/" in line or "/s022/" in line]
+    assert len(dropped) == 4
+    assert out.decode().splitlines() == [
+        line for line in expected.splitlines() if line not in dropped
+    ]
+    assert "s003/context.jsonl:1:needle said in s003" in out.decode()
+    assert "s023/context.jsonl:1:needle said in s023" in out.decode()
+
+
+def _dying(workdir: str) -> None:
     parent, file = os.getpid(), WorkspaceSearch._file
 
     def dying_file(self: WorkspaceSearch, folder: Any, name: str, *rest: Any) -> None:
@@ -255,58 +242,75 @@ def test_a_child_that_dies_leaves_its_sessions_to_the_parent(
             os._exit(9)
         file(self, folder, name, *rest)
 
-    monkeypatch.setattr(WorkspaceSearch, "_file", dying_file)
-    result = cli("grep", "needle", "--workdir", hostile)
-    assert len(two_processes) == 1
-    assert (result.code, result.out, result.err) == (expected.code, expected.out, expected.err)
-    assert result.out.count("needle in s031") == 1
+    _PATCH.setattr(WorkspaceSearch, "_file", dying_file)
+
+
+def fault_dies(workdir: str) -> None:
+    """The child dies in s031, after printing its tool result's line, having committed
+    nothing."""
+    _dying(workdir)
+
+
+def fault_dies_committed(workdir: str) -> None:
+    """The child dies in s031 as in `fault_dies`, having committed each session before."""
+    _grep_parallel._SEND_AT = 1
+    _dying(workdir)
+
+
+@pytest.mark.parametrize("fault", ["dies", "dies_committed"])
+def test_a_child_that_dies_leaves_its_sessions_to_the_parent(
+    hostile: Path, tmp_path: Path, fault: str
+) -> None:
+    """The parent searches from the first session not committed, and prints the line of
+    s031's tool result once."""
+    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault=fault)
+    assert forks == 1
+    assert (code, out) == _one_process(tmp_path, hostile)
+    assert out.count(b"needle in s031") == 1
+
+
+def fault_too_much(workdir: str) -> None:
+    _grep_parallel._HELD_AT_MOST = 100  # less than one session's lines
 
 
 def test_a_session_printing_more_than_the_child_holds_is_left_to_the_parent(
-    hostile: Path,
-    cli: Callable[..., Any],
-    monkeypatch: pytest.MonkeyPatch,
-    two_processes: list[int],
+    hostile: Path, tmp_path: Path
 ) -> None:
-    expected = _one_process(cli, hostile, monkeypatch)
-    monkeypatch.setattr(_grep_parallel, "_HELD_AT_MOST", 100)  # less than one session's lines
-    result = cli("grep", "needle", "--workdir", hostile)
-    assert len(two_processes) == 1
-    assert (result.code, result.out, result.err) == (expected.code, expected.out, expected.err)
+    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault="too_much")
+    assert forks == 1
+    assert (code, out) == _one_process(tmp_path, hostile)
 
 
-@pytest.mark.parametrize("refused", ["pipe", "fork"])
-def test_without_a_pipe_or_a_process_one_process_searches_all(
-    hostile: Path,
-    cli: Callable[..., Any],
-    monkeypatch: pytest.MonkeyPatch,
-    two_processes: list[int],
-    refused: str,
+def _refused(*args: Any) -> Any:
+    raise OSError(errno.EMFILE, "refused")
+
+
+def fault_no_pipe(workdir: str) -> None:
+    _PATCH.setattr(os, "pipe", _refused)
+
+
+def fault_no_fork(workdir: str) -> None:
+    _PATCH.setattr(os, "fork", _refused)
+
+
+def fault_busy(workdir: str) -> None:
+    _PATCH.setattr(_grep_parallel, "_busy", lambda cpus: True)
+
+
+@pytest.mark.parametrize("fault", ["no_pipe", "no_fork", "busy"])
+def test_without_a_pipe_a_process_or_an_idle_cpu_one_process_searches_all(
+    hostile: Path, tmp_path: Path, fault: str
 ) -> None:
-    expected = _one_process(cli, hostile, monkeypatch)
-
-    def refuse(*args: Any) -> Any:
-        raise OSError(errno.EMFILE if refused == "pipe" else errno.EAGAIN, "refused")
-
-    monkeypatch.setattr(os, refused, refuse)
-    result = cli("grep", "needle", "--workdir", hostile)
-    assert (result.code, result.out, result.err) == (expected.code, expected.out, expected.err)
+    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault=fault)
+    assert forks == 0
+    assert (code, out) == _one_process(tmp_path, hostile)
 
 
-@pytest.mark.parametrize("when", ["searching", "waiting"])
-def test_a_parent_stopped_by_ctrl_c_ends_its_child(
-    hostile: Path,
-    cli: Callable[..., Any],
-    monkeypatch: pytest.MonkeyPatch,
-    two_processes: list[int],
-    when: str,
-) -> None:
-    """Ctrl-C in the parent's half, or while it waits for a child stuck in s025 (a minute,
-    were it not ended): the child is ended and reaped, not waited for."""
+def _interrupted(waiting: bool) -> None:
     parent, session, read = os.getpid(), WorkspaceSearch.session, os.read
 
-    def interrupted(self: WorkspaceSearch, name: str) -> None:
-        if os.getpid() == parent and name == "s004" and when == "searching":
+    def interrupted_session(self: WorkspaceSearch, name: str) -> None:
+        if os.getpid() == parent and name == "s004" and not waiting:
             raise KeyboardInterrupt
         if os.getpid() != parent and name == "s025":
             time.sleep(60)
@@ -317,34 +321,35 @@ def test_a_parent_stopped_by_ctrl_c_ends_its_child(
             raise KeyboardInterrupt
         return read(fd, size)
 
-    monkeypatch.setattr(WorkspaceSearch, "session", interrupted)
-    if when == "waiting":
-        monkeypatch.setattr(os, "read", interrupted_read)
-    result = cli("grep", "needle", "--workdir", hostile)
-    assert result.code == 130
-    assert len(two_processes) == 1  # and reaped (the fixture checks)
-    assert "s020" not in result.out
+    _PATCH.setattr(WorkspaceSearch, "session", interrupted_session)
+    if waiting:
+        _PATCH.setattr(os, "read", interrupted_read)
 
 
+def fault_ctrl_c_searching(workdir: str) -> None:
+    _interrupted(waiting=False)
+
+
+def fault_ctrl_c_waiting(workdir: str) -> None:
+    _interrupted(waiting=True)
+
+
+@pytest.mark.parametrize("fault", ["ctrl_c_searching", "ctrl_c_waiting"])
+def test_a_parent_stopped_by_ctrl_c_ends_its_child(
+    hostile: Path, tmp_path: Path, fault: str
+) -> None:
+    """Ctrl-C in the parent's half, or while it waits for a child stuck in s025 (a minute,
+    were it not ended): the child is ended and reaped (`_run` checks), not waited for."""
+    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault=fault)
+    assert (code, forks) == (130, 1)
+    assert b"s020" not in out
+
+
+@pytest.mark.parametrize("args", [["--json", "needle"], ["-C", "1", "needle"]])
 def test_json_and_context_lines_stay_in_one_process(
-    hostile: Path, cli: Callable[..., Any], two_processes: list[int]
+    hostile: Path, tmp_path: Path, args: list[str]
 ) -> None:
-    cli("grep", "--json", "needle", "--workdir", hostile)
-    cli("grep", "-C", "1", "needle", "--workdir", hostile)
-    assert two_processes == []
-
-
-def test_no_second_process_when_no_cpu_is_idle(
-    hostile: Path,
-    cli: Callable[..., Any],
-    monkeypatch: pytest.MonkeyPatch,
-    two_processes: list[int],
-) -> None:
-    expected = _one_process(cli, hostile, monkeypatch)
-    monkeypatch.setattr(_grep_parallel, "_busy", lambda cpus: True)
-    result = cli("grep", "needle", "--workdir", hostile)
-    assert two_processes == []
-    assert (result.code, result.out, result.err) == (expected.code, expected.out, expected.err)
+    assert _run(tmp_path, 2, "grep", *args, "--workdir", hostile)[2] == 0
 
 
 def test_the_machine_is_busy_when_as_many_tasks_run_as_there_are_cpus() -> None:
