@@ -1,7 +1,8 @@
 """`ctxoffload grep` over many sessions on two cores: the first half searched here, the second
 by a forked copy of this process, its lines printed after the first half's, byte for byte
-what one process prints (grep -r is outrun by ripgrep this way; a workspace of 10,000 small
-sessions costs about 0.16 ms of Python a session, which one core cannot bring to 2x grep).
+what one process prints (ripgrep searches in parallel too; a workspace of 10,000 small
+sessions costs about 0.16 ms of Python a session, which one core cannot bring to 2x GNU
+grep's time).
 
 The child searches with the same `WorkspaceSearch` (the same opens: no link followed, no
 hard-linked file read, the records left out; the same inert output) and sends what it would
@@ -14,13 +15,14 @@ first not committed, and no line is printed twice or lost.
 
 Memory stays bounded: the child blocks on a full pipe (widened to 1 MB where allowed) until
 the parent reads it, so a search that prints much runs at one process's pace instead of
-holding the second half's output; and a session whose lines pass `_HELD_AT_MOST` bytes (a big
-file matching everywhere) ends the child's part there, its sessions from that one on left to
-the parent, which prints as it goes. Used for plain output only (no --json, no -C, whose `--`
-between hunks depends on the line printed before), for an RE2 pattern (Python's `re` runs
-under an interval timer, which a child does not inherit), when two CPUs are ours and one is
-idle now (`_busy`), when no other thread runs (fork copies one thread), and for enough
-sessions to pay for the fork.
+holding the second half's output; and lines past `_HELD_AT_MOST` bytes since the last commit
+(a big file matching everywhere) end the child's part there, its sessions from the first not
+committed left to the parent, which prints as it goes.
+
+Used for plain output only (no --json, no -C, whose `--` between hunks depends on the line
+printed before), for an RE2 pattern (Python's `re` runs under an interval timer, which a
+child does not inherit), when two CPUs are ours and one is idle now (`_busy`), when no other
+thread runs (fork copies one thread), and for enough sessions to pay for the fork.
 """
 
 from __future__ import annotations
