@@ -5,8 +5,9 @@ The command reads its arguments and prints; the search is the engine every door 
 Read and Grep read them (split at "\\n" only, each line without its trailing "\\r"), and
 context.jsonl by the rule the agent's Grep applies (`text.matching_lines`: each message's
 decoded lines, else its raw JSON line), so a string the model saw is found even when the file
-stores it JSON-escaped. What it searches in a workspace is `_grep_sessions.py`; how a line is
-printed, `_grep_output.py`; the ripgrep fast path for many matches, `_grep_ripgrep.py`.
+stores it JSON-escaped. What it searches in a workspace is `_grep_sessions.py` (many sessions
+on two cores: `_grep_parallel.py`); how a line is printed, `_grep_output.py`; the ripgrep fast
+path for many matches, `_grep_ripgrep.py`.
 
 Matching uses RE2 (linear time; google-re2 is a dependency) when it understands the pattern;
 otherwise Python's `re` runs under a deadline (`--timeout`), so a pattern chosen to backtrack
@@ -37,6 +38,7 @@ from ._arguments import (
 from ._commands import COMMAND_HELP
 from ._grep_arguments import DEFAULTS
 from ._grep_output import GrepQuery, Printer
+from ._grep_parallel import search_sessions
 from ._grep_sessions import WorkspaceSearch
 from ._output import print_json
 from ._session_name import SessionName
@@ -152,8 +154,10 @@ def run(args: argparse.Namespace | Arguments) -> int:
 
     try:
         with deadline, WorkspaceSearch(workdir, query, matcher, printer, skip) as search:
-            for session in sessions:
-                search.session(session)
+            # Two processes for plain lines found by RE2 (`_grep_parallel` says why only then).
+            plain = not args.json and not args.context and matcher.engine == "re2"
+            skipped_by_child = search_sessions(search, sessions, parallel=plain)
+            skipped += skipped_by_child  # (after the search: `skip` counts in `skipped` too)
             if args.session is None:
                 search.memories()
     except Deadline.Expired:

@@ -1,0 +1,360 @@
+"""`ctxoffload grep` over many sessions in two processes: what it prints is byte for byte
+what one process prints (stdout, stderr in between, exit status), sessions in order, with
+every refusal kept in the child's half too; a child that dies, holds too much or cannot be
+started leaves its sessions to the parent, and a parent that stops ends its child.
+
+Each search runs in a fresh interpreter (`_run`): a process with other threads never forks
+(a pytest-xdist worker has some), and the faults (`fault_*`, below) are set in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxoffload import LocalWorkspace, Msg, ToolResultBlock
+from ctxoffload.cli import _grep_parallel
+from ctxoffload.cli._grep_sessions import WorkspaceSearch
+
+SESSIONS = [f"s{n:03d}" for n in range(40)]
+# The child searches the second half: s020 to s039.
+
+# `ctxoffload grep ARGS` in a fresh interpreter, two processes from PARALLEL_FROM sessions
+# (argv[1]) however busy the machine, with the fault argv[3] set (`fault_NAME` of this
+# module, given the workdir); stdout and stderr go to one pipe, so their order is seen. The
+# forks made, and whether each child was reaped, are written to the file argv[2].
+RUN = """
+import os, sys
+from ctxoffload.cli import _grep_parallel, main
+_grep_parallel.PARALLEL_FROM = int(sys.argv[1])
+_grep_parallel._busy = lambda cpus: False
+forks, fork = [], os.fork
+def counted():
+    pid = fork()
+    if pid:
+        forks.append(pid)
+    return pid
+os.fork = counted
+if sys.argv[3] != "none":
+    sys.path.insert(0, TESTS)
+    import test_grep_parallel
+    getattr(test_grep_parallel, "fault_" + sys.argv[3])(sys.argv[sys.argv.index("--workdir") + 1])
+code = main(sys.argv[4:])
+def reaped(pid):
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+with open(sys.argv[2], "w") as f:
+    f.write(f"{len(forks)} {all(map(reaped, forks))}")
+sys.exit(code)
+""".replace("TESTS", repr(str(Path(__file__).parent)))
+
+
+def _hostile_workspace(tmp_path: Path) -> Path:
+    """40 sessions, each with `needle` in a tool result and a message, and in both halves a
+    binary file, a hard-linked file, a session folder and a file replaced by links to a
+    folder outside, a record holding `needle`, an escape sequence in a line and in a file's
+    name; and memories/."""
+    workdir = tmp_path / "ws"
+    ws = LocalWorkspace(workdir, fsync=False)
+
+    async def fill() -> None:
+        for name in SESSIONS:
+            output = f"needle in {name}\nno match\n"
+            await ws.offload_tool_result(name, ToolResultBlock(id="c1", name="f", output=output))
+            await ws.offload_context(
+                name,
+                [Msg(role="user", content=f"needle said in {name}"), Msg(role="user", content="x")],
+            )
+
+    asyncio.run(fill())
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "tool_result-c1.txt").write_text("needle OUTSIDE\n")
+    sessions = workdir / "sessions"
+    for first, second in (("s005", "s025"), ("s006", "s026"), ("s007", "s027")):
+        (sessions / first / "tool_result-bin.txt").write_bytes(b"needle\0binary\n")
+        (sessions / second / "tool_result-bin.txt").write_bytes(b"needle\0binary\n")
+    for name in ("s008", "s028"):
+        os.link(sessions / name / "tool_result-c1.txt", tmp_path / f"second-name-{name}")
+        (sessions / name / "state.json").write_text('{"needle": "STATE"}\n')
+        (sessions / name / "tool_result-esc.txt").write_bytes(b"needle \x1b[2J\x1b]0;title\x07\n")
+        (sessions / name / "tool_result-\x1b[31m.txt").write_bytes(b"needle in a named file\n")
+    for name in ("s009", "s029"):
+        for entry in (sessions / name).iterdir():
+            entry.unlink()
+        (sessions / name).rmdir()
+        (sessions / name).symlink_to(outside, target_is_directory=True)
+    for name in ("s010", "s030"):
+        (sessions / name / "tool_result-c1.txt").unlink()
+        (sessions / name / "tool_result-c1.txt").symlink_to(outside / "tool_result-c1.txt")
+    (workdir / "memories").mkdir()
+    (workdir / "memories" / "notes.md").write_text("needle remembered\n")
+    return workdir
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    return _hostile_workspace(tmp_path)
+
+
+def _run(
+    tmp_path: Path, parallel_from: int, *args: str | Path, fault: str = "none"
+) -> tuple[int, bytes, int]:
+    """Exit status, stdout and stderr as one stream, and the forks made (each reaped)."""
+    forks = tmp_path / f"forks-{parallel_from}-{fault}"
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(parallel_from), str(forks), fault, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=False,
+    )
+    made, reaped = forks.read_text().split()
+    assert reaped == "True"
+    return done.returncode, done.stdout, int(made)
+
+
+def _one_process(tmp_path: Path, workdir: Path) -> tuple[int, bytes]:
+    return _run(tmp_path, 10**9, "grep", "needle", "--workdir", workdir)[:2]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["needle"], ["needle", "--writers"], ["-i", "NEEDLE", "--events"], ["-F", "no match"]],
+)
+def test_two_processes_print_byte_for_byte_what_one_prints(
+    hostile: Path, tmp_path: Path, args: list[str]
+) -> None:
+    code, out, forks = _run(tmp_path, 2, "grep", *args, "--workdir", hostile)
+    assert forks == 1
+    assert (code, out) == _run(tmp_path, 10**9, "grep", *args, "--workdir", hostile)[:2]
+    assert b"OUTSIDE" not in out and b"STATE" not in out and b"\x1b" not in out
+    if args == ["needle"]:
+        assert code == 2  # the hard-linked files, said on stderr
+        lines = out.decode().splitlines()
+        sessions = [line.split("/sessions/")[1][:4] for line in lines if "/sessions/" in line]
+        assert sessions == sorted(sessions) and "s039" in sessions
+        assert lines[-1].endswith("memories/notes.md:1:needle remembered")
+        assert sum("binary file" in line for line in lines) == 6
+        assert sum("hard links" in line for line in lines) == 2
+
+
+def test_the_lines_of_each_session_stay_in_order_across_many(tmp_path: Path) -> None:
+    """More output than one frame of the child's, in session order."""
+    workdir = tmp_path / "ws"
+    ws = LocalWorkspace(workdir, fsync=False)
+    names = [f"s{n:04d}" for n in range(300)]
+
+    async def fill() -> None:
+        for name in names:
+            output = "".join(f"needle {name} {i} {'x' * 200}\n" for i in range(20))
+            await ws.offload_tool_result(name, ToolResultBlock(id="c1", name="f", output=output))
+
+    asyncio.run(fill())
+    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", workdir)
+    assert forks == 1 and code == 0
+    assert out == _run(tmp_path, 10**9, "grep", "needle", "--workdir", workdir)[1]
+    assert len(out) > 1 << 20  # past the pipe and many frames
+    found = [line.split(b" ")[1:3] for line in out.splitlines()]
+    assert found == [[n.encode(), str(i).encode()] for n in names for i in range(20)]
+
+
+def test_a_search_in_two_processes_holds_few_descriptors(hostile: Path) -> None:
+    limited = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40)); "
+        "from ctxoffload.cli import _grep_parallel, main; _grep_parallel.PARALLEL_FROM = 2; "
+        "_grep_parallel._busy = lambda cpus: False; "
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", limited, "grep", "needle", "--workdir", str(hostile)],
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert b"Too many open files" not in done.stderr
+    assert done.stdout.count(b"needle said in") == 38  # (two session folders are links)
+
+
+# What the faults change, in the fresh interpreter that `_run` starts (never in this one).
+_PATCH = pytest.MonkeyPatch()
+
+
+def _swap(workdir: Path, name: str) -> None:
+    """Session `name`'s folder moved away, a link to the folder outside in its place."""
+    sessions = workdir / "sessions"
+    os.rename(sessions / name, workdir.parent / f"moved-{name}")
+    (sessions / name).symlink_to(workdir.parent / "outside", target_is_directory=True)
+
+
+def fault_swap(workdir: str) -> None:
+    """s002 (the parent's) and s022 (the child's) swapped for a link just before each is
+    searched, s003 and s023 as their context.jsonl is about to be."""
+    session, file = WorkspaceSearch.session, WorkspaceSearch._file
+
+    def swapping_session(self: WorkspaceSearch, name: str) -> None:
+        if name in ("s002", "s022"):
+            _swap(Path(workdir), name)
+        session(self, name)
+
+    def swapping_file(self: WorkspaceSearch, folder: Any, name: str, *rest: Any) -> None:
+        if name == "context.jsonl" and folder.parts[-1] in ("s003", "s023"):
+            _swap(Path(workdir), folder.parts[-1])
+        file(self, folder, name, *rest)
+
+    _PATCH.setattr(WorkspaceSearch, "session", swapping_session)
+    _PATCH.setattr(WorkspaceSearch, "_file", swapping_file)
+
+
+def test_a_session_folder_swapped_for_a_link_during_the_search_is_not_followed(
+    hostile: Path, tmp_path: Path
+) -> None:
+    """The folders swapped before they are opened are passed over; those swapped once
+    opened are searched through the folder already held."""
+    expected = _one_process(tmp_path, hostile)[1].decode()
+    _, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault="swap")
+    assert forks == 1
+    assert b"OUTSIDE" not in out
+    dropped = [line for line in expected.splitlines() if "/s002/" in line or "/s022/" in line]
+    assert len(dropped) == 4
+    assert out.decode().splitlines() == [
+        line for line in expected.splitlines() if line not in dropped
+    ]
+    assert "s003/context.jsonl:1:needle said in s003" in out.decode()
+    assert "s023/context.jsonl:1:needle said in s023" in out.decode()
+
+
+def _dying(workdir: str) -> None:
+    parent, file = os.getpid(), WorkspaceSearch._file
+
+    def dying_file(self: WorkspaceSearch, folder: Any, name: str, *rest: Any) -> None:
+        if os.getpid() != parent and name == "context.jsonl" and folder.parts[-1] == "s031":
+            os._exit(9)
+        file(self, folder, name, *rest)
+
+    _PATCH.setattr(WorkspaceSearch, "_file", dying_file)
+
+
+def fault_dies(workdir: str) -> None:
+    """The child dies in s031, after printing its tool result's line, having committed
+    nothing."""
+    _dying(workdir)
+
+
+def fault_dies_committed(workdir: str) -> None:
+    """The child dies in s031 as in `fault_dies`, having committed each session before."""
+    _grep_parallel._SEND_AT = 1
+    _dying(workdir)
+
+
+@pytest.mark.parametrize("fault", ["dies", "dies_committed"])
+def test_a_child_that_dies_leaves_its_sessions_to_the_parent(
+    hostile: Path, tmp_path: Path, fault: str
+) -> None:
+    """The parent searches from the first session not committed, and prints the line of
+    s031's tool result once."""
+    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault=fault)
+    assert forks == 1
+    assert (code, out) == _one_process(tmp_path, hostile)
+    assert out.count(b"needle in s031") == 1
+
+
+def fault_too_much(workdir: str) -> None:
+    _grep_parallel._HELD_AT_MOST = 100  # less than one session's lines
+
+
+def test_a_session_printing_more_than_the_child_holds_is_left_to_the_parent(
+    hostile: Path, tmp_path: Path
+) -> None:
+    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault="too_much")
+    assert forks == 1
+    assert (code, out) == _one_process(tmp_path, hostile)
+
+
+def _refused(*args: Any) -> Any:
+    raise OSError(errno.EMFILE, "refused")
+
+
+def fault_no_pipe(workdir: str) -> None:
+    _PATCH.setattr(os, "pipe", _refused)
+
+
+def fault_no_fork(workdir: str) -> None:
+    _PATCH.setattr(os, "fork", _refused)
+
+
+def fault_busy(workdir: str) -> None:
+    _PATCH.setattr(_grep_parallel, "_busy", lambda cpus: True)
+
+
+@pytest.mark.parametrize("fault", ["no_pipe", "no_fork", "busy"])
+def test_without_a_pipe_a_process_or_an_idle_cpu_one_process_searches_all(
+    hostile: Path, tmp_path: Path, fault: str
+) -> None:
+    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault=fault)
+    assert forks == 0
+    assert (code, out) == _one_process(tmp_path, hostile)
+
+
+def _interrupted(waiting: bool) -> None:
+    parent, session, read = os.getpid(), WorkspaceSearch.session, os.read
+
+    def interrupted_session(self: WorkspaceSearch, name: str) -> None:
+        if os.getpid() == parent and name == "s004" and not waiting:
+            raise KeyboardInterrupt
+        if os.getpid() != parent and name == "s025":
+            time.sleep(60)
+        session(self, name)
+
+    def interrupted_read(fd: int, size: int) -> bytes:
+        if os.getpid() == parent:
+            raise KeyboardInterrupt
+        return read(fd, size)
+
+    _PATCH.setattr(WorkspaceSearch, "session", interrupted_session)
+    if waiting:
+        _PATCH.setattr(os, "read", interrupted_read)
+
+
+def fault_ctrl_c_searching(workdir: str) -> None:
+    _interrupted(waiting=False)
+
+
+def fault_ctrl_c_waiting(workdir: str) -> None:
+    _interrupted(waiting=True)
+
+
+@pytest.mark.parametrize("fault", ["ctrl_c_searching", "ctrl_c_waiting"])
+def test_a_parent_stopped_by_ctrl_c_ends_its_child(
+    hostile: Path, tmp_path: Path, fault: str
+) -> None:
+    """Ctrl-C in the parent's half, or while it waits for a child stuck in s025 (a minute,
+    were it not ended): the child is ended and reaped (`_run` checks), not waited for."""
+    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault=fault)
+    assert (code, forks) == (130, 1)
+    assert b"s020" not in out
+
+
+@pytest.mark.parametrize("args", [["--json", "needle"], ["-C", "1", "needle"]])
+def test_json_and_context_lines_stay_in_one_process(
+    hostile: Path, tmp_path: Path, args: list[str]
+) -> None:
+    assert _run(tmp_path, 2, "grep", *args, "--workdir", hostile)[2] == 0
+
+
+def test_the_machine_is_busy_when_as_many_tasks_run_as_there_are_cpus() -> None:
+    with open("/proc/loadavg", "rb") as f:
+        runnable = int(f.read().split()[3].split(b"/")[0])
+    assert runnable >= 1  # this test itself
+    assert _grep_parallel._busy(1)  # one CPU: this process takes it
+    assert not _grep_parallel._busy(10_000)
