@@ -294,3 +294,7 @@ def test_a_call_input_past_the_store_depth_is_not_called_shallow() -> None:
         Msg(role="assistant", content=[ToolCallBlock(id="c", name="t", input={"x": (1, 2)})])
     )
     assert not _fields_shallow(Msg(role="user", content="hi", metadata={"s": {1}}))
+    # A field of many values is left to the text too: counting bytes costs less than a walk.
+    wide = Msg(role="user", content="hi", metadata={"v": list(range(5_000))})
+    assert not _fields_shallow(wide)
+    assert isinstance(message_json(wide, _NoPayloads(), where="msg"), TextRow)

@@ -338,16 +338,26 @@ def _fields_shallow(model: BaseModel) -> bool:
     return True
 
 
+_WALKED = 1_000
+"""The most values `_within` looks at: a field holding more (a long list of numbers) is left to
+the text's brackets, which cost less than a walk of it in Python."""
+
+
 def _within(value: Any, limit: int = STORE_DEPTH - 3) -> bool:
     """Whether `value`, a dict of a message's field, holds only dicts, lists and JSON scalars
-    (what pydantic writes as they are) nested at most `limit` levels (the dict one)."""
+    (what pydantic writes as they are) nested at most `limit` levels (the dict one), in at
+    most `_WALKED` values."""
     stack: list[tuple[Any, int]] = [(value, 1)]
+    walked = 0
     while stack:
         item, level = stack.pop()
         if level > limit:
             return False
         children = item.values() if type(item) is dict else item if type(item) is list else None
         if children is None:
+            return False
+        walked += len(children)
+        if walked > _WALKED:
             return False
         for child in children:
             kind = type(child)
