@@ -212,3 +212,89 @@ def test_brackets_never_bound_a_message_shallower_than_it_nests(
     raw = json.dumps(value, ensure_ascii=False).encode()
     if too_deep(value, STORE_DEPTH):
         assert _deeper(raw)
+
+
+# -- a message's depth told from its fields ------------------------------------------------------
+
+
+def _nested(depth: int, leaf: Any = "leaf") -> Any:
+    """A value `depth` levels deep: dicts and lists in turn, `leaf` innermost."""
+    for level in range(depth):
+        leaf = [leaf] if level % 2 else {"k": leaf}
+    return leaf
+
+
+def test_a_plain_message_is_stored_without_counting_its_brackets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ctxoffload._disk.payloads as payloads
+
+    # Texts, tool calls and text results nest three levels and their fields (the input, the
+    # metadata) are walked: a long output full of brackets is never counted for depth.
+    def counted(raw: bytes) -> bool:
+        raise AssertionError("the JSON text was counted for depth")
+
+    monkeypatch.setattr(payloads, "_deeper", counted)
+    msg = Msg(
+        role="assistant",
+        content=[
+            TextBlock(text="[{" * 500),
+            ToolCallBlock(id="c1", name="bash", input={"command": "ls", "env": [{"A": 1}]}),
+            ToolResultBlock(id="c1", name="bash", output="{[" * 5_000),
+        ],
+        metadata={"step": {"n": [1, 2]}},
+    )
+    row = payloads.message_json(msg, _NoPayloads(), where="msg")
+    assert isinstance(row, TextRow) and row.raw == msg.__pydantic_serializer__.to_json(msg)
+
+
+class _NoPayloads:
+    """A payload store that must not be asked (the messages hold no payload)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the payload store was used: {name}")
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    msg=_messages,
+    depth=st.integers(min_value=90, max_value=115),
+    where=st.sampled_from(["input", "metadata", "none"]),
+)
+def test_fields_called_shallow_never_nest_past_the_store_depth(
+    msg: Msg, depth: int, where: str
+) -> None:
+    from ctxoffload._depth import STORE_DEPTH, too_deep
+    from ctxoffload._disk.payloads import _fields_shallow
+
+    # Deep values around the limit, in a call's input or the metadata: a message told
+    # shallow by its fields is never one the full path would refuse as too deep.
+    if where == "input":
+        msg.content = [*([] if isinstance(msg.content, str) else msg.content)]
+        msg.content.append(ToolCallBlock(id="c", name="t", input={"x": _nested(depth)}))
+    elif where == "metadata":
+        msg.metadata = {"x": _nested(depth)}
+    if _fields_shallow(msg):
+        assert not too_deep(msg.model_dump(mode="json"), STORE_DEPTH)
+
+
+def test_a_call_input_past_the_store_depth_is_not_called_shallow() -> None:
+    from ctxoffload._depth import STORE_DEPTH, too_deep
+    from ctxoffload._disk.payloads import _fields_shallow
+
+    for depth in (STORE_DEPTH - 4, STORE_DEPTH - 3, STORE_DEPTH - 2, STORE_DEPTH + 5):
+        msg = Msg(
+            role="assistant",
+            content=[ToolCallBlock(id="c", name="t", input={"x": _nested(depth - 1)})],
+        )
+        deep = too_deep(msg.model_dump(mode="json"), STORE_DEPTH)
+        assert _fields_shallow(msg) is (not deep)
+    # Values pydantic writes otherwise than they are (a tuple, a set) are left to the text.
+    assert not _fields_shallow(
+        Msg(role="assistant", content=[ToolCallBlock(id="c", name="t", input={"x": (1, 2)})])
+    )
+    assert not _fields_shallow(Msg(role="user", content="hi", metadata={"s": {1}}))
+    # A field of many values is left to the text too: counting bytes costs less than a walk.
+    wide = Msg(role="user", content="hi", metadata={"v": list(range(5_000))})
+    assert not _fields_shallow(wide)
+    assert isinstance(message_json(wide, _NoPayloads(), where="msg"), TextRow)

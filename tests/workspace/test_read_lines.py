@@ -303,3 +303,48 @@ async def test_a_log_in_memory_purged_numbers_from_one_again() -> None:
     span = await ws.offload_context("s", [Msg(role="user", content=f"n{i}") for i in range(2)])
     assert (span.first_line, span.last_line) == (1, 2)
     assert b'"n1"' in await ws.read_lines(str(span), 2, 2)
+
+
+# -- the batch an append just wrote, read at once ------------------------------------------------
+
+
+async def test_the_batch_just_written_is_read_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A compaction reads back the batch it just appended (10,000 lines at a time): the
+    # appender knows where the batch begins and where the line after it does, so its lines
+    # are read in one piece, not found one by one. So is a batch after others, and one read
+    # again (no longer the latest batch only where another group was written since).
+    import ctxoffload.workspace._disk_store as disk_store
+
+    def by_lines(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError("read line by line")
+
+    ws = LocalWorkspace(tmp_path, fsync=False)
+    await ws.offload_context("s", [Msg(role="user", content=f"old {i}") for i in range(5)])
+    span = await ws.offload_context("s", [Msg(role="user", content=f"m{i}\n") for i in range(9)])
+    raw = Path(span).read_bytes()
+    with monkeypatch.context() as patched:
+        patched.setattr(disk_store, "take_lines", by_lines)
+        got = await ws.read_lines(str(span), span.first_line, span.last_line)
+        assert got == sed(raw, span.first_line, span.last_line)
+        assert got == await ws.read_lines(str(span), span.first_line, span.last_line)
+    # Any other range is read as before, as sed prints it.
+    await check_every_range(ws, str(span))
+
+
+async def test_a_batch_given_more_lines_in_place_is_read_line_by_line(tmp_path: Path) -> None:
+    # The bytes at both ends of the batch are as written, but a line break was put inside
+    # it by hand (the file's size and inode kept): the bytes between hold one line more than
+    # the batch wrote, so they are not taken whole; the lines asked for are what sed prints.
+    ws = LocalWorkspace(tmp_path, fsync=False)
+    await ws.offload_context("s", [Msg(role="user", content="a" * 100) for _ in range(3)])
+    span = await ws.offload_context("s", [Msg(role="user", content="b" * 300) for _ in range(3)])
+    path = Path(span)
+    raw = path.read_bytes()
+    at = raw.index(b"b" * 300) + 150  # inside the batch's first line, far from both ends
+    edited = raw[:at] + b"\n" + raw[at + 1 :]
+    path.write_bytes(edited)
+    got = await ws.read_lines(str(span), span.first_line, span.last_line)
+    assert got == sed(edited, span.first_line, span.last_line)
+    assert got.count(b"\n") == 3 and got != sed(raw, span.first_line, span.last_line)

@@ -254,6 +254,9 @@ class JsonlAppender:
         # read that reached its last whole line ended (`note_read`): a follower of a log
         # written by others (a session's events.jsonl) reads only what came since.
         self._read_ends: dict[tuple[int, int], tuple[int, int, bytes]] = {}
+        # Per log: the same of the line after the latest group written (`line_end`); apart
+        # from the marks reads start at, which would trust it far from an edit further back.
+        self._group_ends: dict[tuple[int, int], tuple[int, int, bytes]] = {}
 
     def _lock_for(self, path: str) -> threading.Lock:
         with self._guard:
@@ -504,6 +507,7 @@ class JsonlAppender:
         self._known[key] = _Known(st.st_dev, st.st_ino, end, newlines, tail, own_from=own_from)
         _bound(self._known)
         self._mark(fd, st, starts)
+        self._mark_end(fd, st, newlines + 1, end)
         return spans
 
     def _append_committed(
@@ -533,6 +537,7 @@ class JsonlAppender:
             )
             _bound(self._known)
             self._mark(fd, st, [(line, committed + at) for line, at in plan.starts])
+            self._mark_end(fd, st, plan.newlines + 1, end)
             return plan.spans
         finally:
             os.close(commit_fd)
@@ -652,6 +657,28 @@ class JsonlAppender:
                 known = self._marks[st.st_dev, st.st_ino] = deque(maxlen=_MARKS)
                 _bound(self._marks)
             known.extend(marks)
+
+    def _mark_end(self, fd: int, st: os.stat_result, line: int, offset: int) -> None:
+        """Remember where the line after the group just written begins (`line_end`)."""
+        keep = min(_TAIL, offset)
+        before = os.pread(fd, keep, offset - keep)
+        with self._guard:
+            self._group_ends[st.st_dev, st.st_ino] = (line, offset, before)
+            _bound(self._group_ends)
+
+    def line_end(self, fd: int, st: os.stat_result, line: int) -> int | None:
+        """Where line `line` of the file open as `fd` (status `st`) begins, when it is the
+        line after the latest group this appender wrote there and the bytes before it are the
+        ones written; else None. (A change further back is not seen: a reader checks that
+        the bytes from a `line_start` to here hold the lines it wants.)"""
+        with self._guard:
+            mark = self._group_ends.get((st.st_dev, st.st_ino))
+        if mark is None or mark[0] != line:
+            return None
+        _, offset, before = mark
+        if offset <= st.st_size and os.pread(fd, len(before), offset - len(before)) == before:
+            return offset
+        return None
 
     def line_start(self, fd: int, st: os.stat_result, line: int) -> tuple[int, int]:
         """Where to start reading the file open as `fd` (its status `st`) to reach line

@@ -19,7 +19,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, from_json
@@ -302,11 +302,70 @@ def _without_payloads(model: BaseModel) -> Any:
     the value), another model as a `JsonRow`. None sends the caller down the full path.
     """
     raw = _model_json(model)
-    if raw is None or _PAYLOAD_MARK.search(raw) is not None or _deeper(raw):
+    if raw is None or _PAYLOAD_MARK.search(raw) is not None:
+        return None
+    if not _fields_shallow(model) and _deeper(raw):
         return None
     if type(model) is Msg and not model.model_extra and isinstance(model.id, str) and model.id:
         return TextRow(raw, model.id)
     return _json_row(raw)
+
+
+_JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _fields_shallow(model: BaseModel) -> bool:
+    """Whether a ctxoffload `Msg` of texts, tool calls and text tool results surely nests
+    within `STORE_DEPTH`, told from its fields instead of its JSON text (`_deeper` counts the
+    brackets of every text, twice over a long output): the message, its content list and a
+    block are three levels, and only its metadata and a call's input nest further, checked
+    here (plain dicts, lists and scalars only). False for any other message: `_deeper`."""
+    if type(model) is not Msg or model.model_extra or not _within(model.metadata):
+        return False
+    content = model.content
+    if isinstance(content, str):
+        return True
+    for block in content:
+        kind = type(block)  # (exactly: a subclass may declare fields of any depth)
+        if kind is TextBlock:
+            shallow = True
+        elif kind is ToolCallBlock:
+            shallow = _within(cast(ToolCallBlock, block).input)
+        else:
+            shallow = kind is ToolResultBlock and type(cast(ToolResultBlock, block).output) is str
+        if not shallow or cast(BaseModel, block).__pydantic_extra__:
+            return False
+    return True
+
+
+_WALKED = 1_000
+"""The most values `_within` looks at: a field holding more (a long list of numbers) is left to
+the text's brackets, which cost less than a walk of it in Python."""
+
+
+def _within(value: Any, limit: int = STORE_DEPTH - 3) -> bool:
+    """Whether `value`, a dict of a message's field, holds only dicts, lists and JSON scalars
+    (what pydantic writes as they are) nested at most `limit` levels (the dict one), in at
+    most `_WALKED` values."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    walked = 0
+    while stack:
+        item, level = stack.pop()
+        if level > limit:
+            return False
+        children = item.values() if type(item) is dict else item if type(item) is list else None
+        if children is None:
+            return False
+        walked += len(children)
+        if walked > _WALKED:
+            return False
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, level + 1))
+            elif kind not in _JSON_LEAVES:
+                return False
+    return True
 
 
 def _shallow(model: BaseModel) -> JsonRow | None:

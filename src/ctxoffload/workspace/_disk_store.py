@@ -452,6 +452,10 @@ class DiskStore:
             fd, st, _, end = open_reference(reference, str(self.shown), self.root)
             try:
                 line, offset = self.jsonl.line_start(fd, st, first)
+                if line == first:
+                    batch = self._marked_lines(fd, st, offset, end, first, last)
+                    if batch is not None:
+                        return batch
                 chunks = iter_chunks(fd, offset, end)
                 data = take_lines(chunks, first - line, last - first + 1)
                 if line == first:
@@ -464,6 +468,25 @@ class DiskStore:
                 os.close(fd)
 
         return await off_loop(read)
+
+    def _marked_lines(
+        self, fd: int, st: os.stat_result, offset: int, end: int, first: int, last: int
+    ) -> bytes | None:
+        """Lines `first` to `last` of the file open as `fd` when `first` begins at `offset`
+        and this store's appender marked where line `last + 1` begins (`line_end`): the bytes
+        between, read at once, without finding each line (reading back the batch an append
+        just wrote). They are taken only when they hold exactly that many lines, each ending
+        in its newline; None otherwise (the caller reads line by line)."""
+        stop = self.jsonl.line_end(fd, st, last + 1)
+        if stop is None or not offset < stop <= end:
+            return None
+        data = os.pread(fd, stop - offset, offset)  # (a short read falls back)
+        if len(data) != stop - offset or not data.endswith(b"\n"):
+            return None
+        if data.count(b"\n") != last - first + 1:
+            return None
+        self.jsonl.note_read(fd, st, last + 1, stop)
+        return data
 
     # -- one live writer --------------------------------------------------------------------
 
