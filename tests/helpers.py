@@ -851,3 +851,23 @@ class Syncs:
 
     def of(self, path: Path) -> int:
         return self.count.get(str(path), 0)
+
+
+def needle_sessions(workdir: Path, names: Sequence[str]) -> LocalWorkspace:
+    """A workspace (unsynced) whose sessions each hold a tool result and a committed context
+    log, both with `needle` in them: what `ctxoffload grep`'s tests search."""
+    import asyncio
+
+    ws = LocalWorkspace(workdir, fsync=False)
+
+    async def fill() -> None:
+        for name in names:
+            output = f"needle in {name}\nno match\n"
+            await ws.offload_tool_result(name, ToolResultBlock(id="c1", name="f", output=output))
+            await ws.offload_context(
+                name,
+                [Msg(role="user", content=f"needle said in {name}"), Msg(role="user", content="x")],
+            )
+
+    asyncio.run(fill())
+    return ws

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from ctxoffload import LocalWorkspace, Msg, ToolResultBlock
+from ctxoffload import LocalWorkspace, ToolResultBlock
 from ctxoffload.cli import _grep_parallel
 from ctxoffload.cli._grep_sessions import WorkspaceSearch
+from helpers import needle_sessions
 
 SESSIONS = [f"s{n:03d}" for n in range(40)]
 # The child searches the second half: s020 to s039.
@@ -44,7 +45,7 @@ def counted():
     return pid
 os.fork = counted
 if sys.argv[3] != "none":
-    sys.path.insert(0, TESTS)
+    sys.path[:0] = [TESTS, os.path.dirname(TESTS)]  # (it imports the tests' helpers)
     import test_grep_parallel
     getattr(test_grep_parallel, "fault_" + sys.argv[3])(sys.argv[sys.argv.index("--workdir") + 1])
 code = main(sys.argv[4:])
@@ -66,18 +67,7 @@ def _hostile_workspace(tmp_path: Path) -> Path:
     folder outside, a record holding `needle`, an escape sequence in a line and in a file's
     name; and memories/."""
     workdir = tmp_path / "ws"
-    ws = LocalWorkspace(workdir, fsync=False)
-
-    async def fill() -> None:
-        for name in SESSIONS:
-            output = f"needle in {name}\nno match\n"
-            await ws.offload_tool_result(name, ToolResultBlock(id="c1", name="f", output=output))
-            await ws.offload_context(
-                name,
-                [Msg(role="user", content=f"needle said in {name}"), Msg(role="user", content="x")],
-            )
-
-    asyncio.run(fill())
+    needle_sessions(workdir, SESSIONS)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "tool_result-c1.txt").write_text("needle OUTSIDE\n")

@@ -6,7 +6,6 @@ never shown, and a file of any size searched alike."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -16,32 +15,14 @@ from typing import Any
 
 import pytest
 
-from ctxoffload import LocalWorkspace, Msg, ToolResultBlock
-
-
-def _sessions(workdir: Path, names: list[str]) -> LocalWorkspace:
-    """A workspace whose sessions each hold a tool result and a committed context log, both
-    with `needle` in them."""
-    ws = LocalWorkspace(workdir, fsync=False)
-
-    async def fill() -> None:
-        for name in names:
-            output = f"needle in {name}\nno match\n"
-            await ws.offload_tool_result(name, ToolResultBlock(id="c1", name="f", output=output))
-            await ws.offload_context(
-                name,
-                [Msg(role="user", content=f"needle said in {name}"), Msg(role="user", content="x")],
-            )
-
-    asyncio.run(fill())
-    return ws
+from helpers import needle_sessions
 
 
 def test_a_linked_session_and_a_linked_file_are_passed_over(
     tmp_path: Path, cli: Callable[..., Any]
 ) -> None:
     workdir = tmp_path / "ws"
-    _sessions(workdir, ["a", "b", "c"])
+    needle_sessions(workdir, ["a", "b", "c"])
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "tool_result-c1.txt").write_text("needle outside\n")
@@ -67,7 +48,7 @@ def test_a_hard_linked_file_is_refused_and_the_other_sessions_searched(
     tmp_path: Path, cli: Callable[..., Any]
 ) -> None:
     workdir = tmp_path / "ws"
-    _sessions(workdir, ["a", "b"])
+    needle_sessions(workdir, ["a", "b"])
     os.link(workdir / "sessions" / "a" / "tool_result-c1.txt", tmp_path / "second-name")
     result = cli("grep", "needle", "--workdir", workdir)
     assert result.code == 2
@@ -79,7 +60,7 @@ def test_a_letter_stored_as_a_json_escape_is_found_as_the_model_saw_it(
     tmp_path: Path, cli: Callable[..., Any]
 ) -> None:
     workdir = tmp_path / "ws"
-    _sessions(workdir, ["a"])
+    needle_sessions(workdir, ["a"])
     log = workdir / "sessions" / "a" / "context.jsonl"
     (log.parent / "context.jsonl.commit").unlink()  # a log written by hand: all of it counts
     log.write_bytes(
@@ -97,7 +78,7 @@ def test_a_letter_stored_as_a_json_escape_is_found_as_the_model_saw_it(
 
 def test_a_torn_last_line_is_never_shown(tmp_path: Path, cli: Callable[..., Any]) -> None:
     workdir = tmp_path / "ws"
-    _sessions(workdir, ["a"])
+    needle_sessions(workdir, ["a"])
     log = workdir / "sessions" / "a" / "context.jsonl"
     with open(log, "ab") as f:  # a write a kill cut before its newline
         f.write(b'{"role":"user","content":"needle TORN-9')
@@ -110,7 +91,7 @@ def test_a_torn_last_line_is_never_shown(tmp_path: Path, cli: Callable[..., Any]
 
 def test_the_records_are_never_searched(tmp_path: Path, cli: Callable[..., Any]) -> None:
     workdir = tmp_path / "ws"
-    _sessions(workdir, ["a"])
+    needle_sessions(workdir, ["a"])
     session = workdir / "sessions" / "a"
     (session / "context.jsonl.commit").write_text("needle RECORD-9\n")
     (session / "state.json").write_text('{"needle": "STATE-9"}\n')
@@ -127,7 +108,7 @@ def test_a_file_is_searched_alike_whatever_its_size(
     """Under 64 KB a file is read whole; from there on it is read in pieces (or given to
     ripgrep): the same lines either way, the last one without its newline included."""
     workdir = tmp_path / "ws"
-    _sessions(workdir, ["a"])
+    needle_sessions(workdir, ["a"])
     path = workdir / "sessions" / "a" / "tool_result-c1.txt"
     filler = b"hay\r\n"
     body = filler * ((size - 20) // len(filler))
@@ -146,7 +127,7 @@ def test_a_search_of_many_sessions_holds_few_descriptors(tmp_path: Path) -> None
     """Each session's folder is let go once searched: 150 sessions are searched with 40
     descriptors at most (a folder kept open for each would run out)."""
     workdir = tmp_path / "ws"
-    _sessions(workdir, [f"s{n:03d}" for n in range(150)])
+    needle_sessions(workdir, [f"s{n:03d}" for n in range(150)])
     limited = (
         "import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40)); "
         "from ctxoffload.cli import main; sys.exit(main(sys.argv[1:]))"
