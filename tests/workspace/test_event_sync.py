@@ -29,6 +29,14 @@ from ctxoffload import (
 from ctxoffload.compression import Projector
 from helpers import PNG, Syncs
 
+
+def synced_whole(syncs: Syncs, events: Path, count: int) -> None:
+    """events.jsonl had `count` syncs, and the last covered all of it: every line before
+    that sync is durable with it."""
+    assert syncs.of(events) == count
+    assert syncs.covered[str(events)] == events.stat().st_size
+
+
 MESSAGE = {"message": {"id": "m1", "role": "user", "content": "hello"}}
 MODEL_CALL = {"step": 1, "attempt": 1, "messages": ["m1"]}
 
@@ -46,8 +54,7 @@ async def test_the_records_of_a_model_call_are_not_synced_and_the_next_event_syn
     assert syncs.of(events) == 0
     # Any other kind is synced, and with it every line before it.
     await ws.record_events("s", [("model_call", MODEL_CALL), ("compression", {"tokens": 1})])
-    assert syncs.of(events) == 1
-    assert syncs.covered[str(events)] == events.stat().st_size
+    synced_whole(syncs, events, 1)
 
 
 async def test_every_other_event_is_synced_before_its_call_returns(
@@ -57,8 +64,7 @@ async def test_every_other_event_is_synced_before_its_call_returns(
     events = ws.session_dir("s") / "events.jsonl"
     for number, kind in enumerate(["truncation", "artifacts", "door", "pin", "tool_call"], 1):
         await ws.record_event("s", kind, n=number)
-        assert syncs.of(events) == number
-        assert syncs.covered[str(events)] == events.stat().st_size
+        synced_whole(syncs, events, number)
 
 
 async def test_an_offload_syncs_its_content_and_its_event_rides_on_the_next_synced_append(
@@ -79,8 +85,7 @@ async def test_an_offload_syncs_its_content_and_its_event_rides_on_the_next_sync
     assert syncs.of(events) == 0
     # The next synced event makes them durable with it.
     await ws.record_event("s", "compression", tokens=1)
-    assert syncs.of(events) == 1
-    assert syncs.covered[str(events)] == events.stat().st_size
+    synced_whole(syncs, events, 1)
 
 
 async def test_a_tool_results_event_naming_data_files_is_synced_before_it_returns(
@@ -95,8 +100,7 @@ async def test_a_tool_results_event_naming_data_files_is_synced_before_it_return
     await ws.offload_tool_result("s", ToolResultBlock(id="c1", name="shot", output=[image]))
     [event] = await ws.read_events("s")
     assert event["kind"] == "tool_result" and event["data_files"]
-    assert syncs.of(events) == 1
-    assert syncs.covered[str(events)] == events.stat().st_size
+    synced_whole(syncs, events, 1)
 
 
 async def test_without_fsync_nothing_is_synced(tmp_path: Path, syncs: Syncs) -> None:
