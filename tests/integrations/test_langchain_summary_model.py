@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +212,49 @@ async def test_a_json_mode_reply_of_the_bound_model_is_read_from_its_text() -> N
     )
     assert json.loads(reply.message.text) == summary_reply("json")
     assert writer.formats and writer.formats[0]["json_schema"]["name"] == "Summary"
+
+
+class ThreadNoting(SummarizingChatModel):
+    """`SummarizingChatModel` noting the thread each summary was generated on; with
+    `native`, it has async generation of its own, as a provider's client has."""
+
+    threads: list[int] = Field(default_factory=list)
+    native: bool = False
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        if kw.get("tools"):
+            self.threads.append(threading.get_ident())
+        return super()._generate(messages, stop, run_manager, **kw)
+
+
+class NativeAsync(ThreadNoting):
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        self.native = True
+        return self._generate(messages, stop, None, **kw)
+
+
+def test_a_model_without_async_of_its_own_writes_on_the_agents_thread(tmp_path: Path) -> None:
+    # Its `ainvoke` would run the same `_generate` in a thread of the loop's executor, the
+    # sync agent waiting for it: called with `invoke` instead, where the agent waits anyway.
+    writer = ThreadNoting(replies=answers(40), summary=summary_reply("here"))
+    converse(
+        agent_with(tmp_path / "ws", scripted(*answers(20)), summary_model=writer), range(20), "t"
+    )
+    assert writer.threads and set(writer.threads) == {threading.get_ident()}
+    assert compactions(tmp_path / "ws", "t")[0]["summary_source"] == "model"
+
+
+def test_a_model_with_async_of_its_own_is_awaited(tmp_path: Path) -> None:
+    writer = NativeAsync(replies=answers(40), summary=summary_reply("awaited"))
+    converse(
+        agent_with(tmp_path / "ws", scripted(*answers(20)), summary_model=writer), range(20), "t"
+    )
+    assert writer.threads and writer.native
+    assert compactions(tmp_path / "ws", "t")[0]["summary_source"] == "model"
 
 
 @pytest.mark.parametrize(

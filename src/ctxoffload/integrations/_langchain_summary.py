@@ -26,6 +26,7 @@ from typing import Any
 from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import HostSummaryModel, summary_reply, unresolved, usage_of
+from .._loop import off_loop
 from ..messages import Msg
 from ..model import ModelResponse, Usage
 from ._langchain_messages import from_langchain, to_langchain
@@ -107,13 +108,13 @@ class LangChainSummaryModel(HostSummaryModel):
         asked = to_langchain(messages)
         structured = self._structured_for(response_schema) if response_schema else None
         if structured is None:
-            reply = await self.model.ainvoke(asked, config=config)
+            reply = await _invoked(self.model, asked, config)
             return summary_reply(_text_of(reply), _usage(reply))
         bound, whole = structured
         if bound is not None:
             # The bound model alone; its reply read as LangChain's parsers would: the
             # arguments of its tool call, else its text (a provider's JSON mode).
-            reply = await bound.ainvoke(asked, config=config)
+            reply = await _invoked(bound, asked, config)
             return summary_reply(_call_arguments(reply) or _text_of(reply), _usage(reply))
         answer = await whole.ainvoke(asked, config=config)
         raw = answer.get("raw") if isinstance(answer, dict) else None
@@ -207,3 +208,27 @@ def _usage(reply: Any) -> Usage | None:
     details = usage.get("input_token_details")
     cached = details.get("cache_read") if isinstance(details, dict) else None
     return usage_of(usage.get("input_tokens"), usage.get("output_tokens"), cached)
+
+
+async def _invoked(runnable: Any, asked: list[Any], config: dict[str, Any]) -> Any:
+    """The reply of `runnable` (a chat model, or one bound by `bind`) to `asked`.
+
+    A chat model with no async code of its own (LangChain's `_agenerate` and `_astream` left
+    as they are, as a local or scripted model has) is called with its sync `invoke` through
+    `off_loop`: inline where the caller waits anyway (a sync agent's call), in a worker thread
+    elsewhere. Its `ainvoke` would run that same `_generate` in a thread of the event loop's
+    executor at each summary, and the loop wait for it. Any other is awaited with `ainvoke`.
+    """
+    if _sync_only(runnable):
+        return await off_loop(runnable.invoke, asked, config)
+    return await runnable.ainvoke(asked, config=config)
+
+
+def _sync_only(runnable: Any) -> bool:
+    """Whether the chat model of `runnable` (itself, or the one a `bind` wraps) has no async
+    generation of its own."""
+    model = runnable if isinstance(runnable, _BaseChatModel) else getattr(runnable, "bound", None)
+    if not isinstance(model, _BaseChatModel):
+        return False
+    kind = type(model)
+    return kind._agenerate is _BaseChatModel._agenerate and kind._astream is _BaseChatModel._astream
