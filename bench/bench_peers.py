@@ -66,7 +66,10 @@ Run it in a virtual environment of its own, as the host tests run (it re-runs it
     .venv-peers/bin/pip install -e '.[test,langchain,deepagents]'
     python bench/bench_peers.py
 
-Options: `--windows 8000 32000`, `--strategies ctxoffload none ...`, `--runs N` (the first N),
+Options: `--what-if JSON` (the ctxoffload column with `ContextConfig` fields changed, and
+`"summary_model": false` for the extract: what a choice would cost, printed as not the
+guide's example), `--windows 8000 32000`, `--strategies ctxoffload none ...`, `--runs N`
+(the first N),
 `--repeat N` (replays of each run per strategy, in turn; the best host time is kept),
 `--corpus DIR` (another folder of transcripts), `--shapes [NAME ...]` (instead of the corpus,
 runs of other shapes generated from `--seed` by `transcript_shapes.py`: long single outputs,
@@ -145,6 +148,10 @@ WINDOWS = (8_000, 32_000)
 STRATEGIES = ("ctxoffload", "deepagents", "deepagents+WB", "lc-summary", "lc-clear", "lc-both")
 BASELINE = "none"
 DEFAULT_STATE = "ctxoffload-AgentState"
+WHAT_IF: dict[str, Any] = {}
+"""`--what-if`: fields of the ctxoffload column's `ContextConfig` changed from the guide's
+example (and `summary_model`, the middleware's), to measure what a choice would cost; empty,
+the example as written."""
 """The guide's example without its `state_schema` (LangChain's default state): not a peer."""
 SUMMARY = "Summary: the work so far is in the messages that follow."
 """What a summary call is answered: a scripted model writes no real summary."""
@@ -433,11 +440,15 @@ def build(strategy: str, window: int, replay: Replay, folder: Path, saver: Any) 
         # model writes the summaries (the replay answers them with one sentence).
         given = guide_example()
         workspace = LocalWorkspace(folder / "ws")
+        fields = {k: v for k, v in WHAT_IF.items() if k != "summary_model"}
+        chosen = {k: v for k, v in WHAT_IF.items() if k == "summary_model"}
         offload = ContextOffloadMiddleware(
             workspace,
             config=ContextConfig(
-                context_window=window, tool_result_limit=given["tool_result_limit"]
+                **{"context_window": window, "tool_result_limit": given["tool_result_limit"]}
+                | fields
             ),
+            **chosen,
         )
         own = [tool for tool in offload.tools if tool.name not in taken]
         agent = create_agent(
@@ -910,7 +921,21 @@ def main() -> None:
     parser.add_argument("--shape-runs", type=int, default=2, help="generated runs of each shape")
     parser.add_argument("--verbose", action="store_true", help="print each run's figures")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--what-if",
+        type=json.loads,
+        default={},
+        metavar="JSON",
+        help="a what-if, not the guide's example: ContextConfig fields of the ctxoffload "
+        'column changed, and "summary_model": false for the extract, e.g. '
+        """'{"trigger_ratio": 0.65}'""",
+    )
     args = parser.parse_args()
+    if not isinstance(args.what_if, dict):
+        parser.error("--what-if takes a JSON object")
+    WHAT_IF.update(args.what_if)
+    if WHAT_IF:
+        print(f"what-if, not the guide's example: the ctxoffload column with {json.dumps(WHAT_IF)}")
     with tempfile.TemporaryDirectory() as generated:
         corpus = args.corpus
         if args.shapes is not None:
