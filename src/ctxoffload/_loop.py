@@ -28,13 +28,15 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["CallerLoop", "LoopLock", "LoopThread", "off_loop", "run_private"]
+__all__ = ["CallerLoop", "LoopLock", "LoopThread", "caller_waits", "off_loop", "run_private"]
 
 _T = TypeVar("_T")
 
 
 # The loops whose blocking work runs inline (`LoopThread(inline_io=True)`).
 _INLINE: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+# The loops of `CallerLoop`s: run by their caller, while it waits, with nothing on them between.
+_CALLER: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
 class LoopThread:
@@ -134,6 +136,7 @@ class CallerLoop:
             if loop is None:
                 loop = self._loop = _new_loop()
                 _INLINE.add(loop)
+                _CALLER.add(loop)
                 weakref.finalize(self, loop.close)
             # The task is made in an empty context, which it copies.
             task = contextvars.Context().run(loop.create_task, coro)
@@ -143,6 +146,14 @@ class CallerLoop:
                 self._helper = ThreadPoolExecutor(1, thread_name_prefix=self._name)
                 weakref.finalize(self, self._helper.shutdown, wait=False)
             return self._helper.submit(loop.run_until_complete, task).result()
+
+
+def caller_waits() -> bool:
+    """Whether the running loop is a `CallerLoop`'s: its caller waits for all it does and
+    nothing else runs on it, so even long blocking work (a sync model's call) may run inline
+    there. Not on a `LoopThread`, even with `inline_io`: a background summary runs on it
+    while the caller's next calls need the loop."""
+    return asyncio.get_running_loop() in _CALLER
 
 
 def _loop_runs_here() -> bool:

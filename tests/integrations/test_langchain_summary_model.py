@@ -219,6 +219,7 @@ class ThreadNoting(SummarizingChatModel):
     `native`, it has async generation of its own, as a provider's client has."""
 
     threads: list[int] = Field(default_factory=list)
+    names: list[str] = Field(default_factory=list)
     native: bool = False
 
     def _generate(
@@ -226,6 +227,7 @@ class ThreadNoting(SummarizingChatModel):
     ) -> ChatResult:
         if kw.get("tools"):
             self.threads.append(threading.get_ident())
+            self.names.append(threading.current_thread().name)
         return super()._generate(messages, stop, run_manager, **kw)
 
 
@@ -246,6 +248,25 @@ def test_a_model_without_async_of_its_own_writes_on_the_agents_thread(tmp_path: 
     )
     assert writer.threads and set(writer.threads) == {threading.get_ident()}
     assert compactions(tmp_path / "ws", "t")[0]["summary_source"] == "model"
+
+
+def test_a_background_summary_by_such_a_model_leaves_the_projectors_loop_free(
+    tmp_path: Path,
+) -> None:
+    # With background compaction the summary runs on the projector's loop thread while the
+    # agent's next calls need that loop: the model's call goes to a worker thread there.
+    writer = ThreadNoting(replies=answers(40), summary=summary_reply("behind"))
+    config = CONFIG.model_copy(update={"background_compaction": True})
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"), config=config, summary_model=writer
+    )
+    agent = create_agent(
+        scripted(*answers(20)), tools=[], middleware=[offload], checkpointer=InMemorySaver()
+    )
+    converse(agent, range(20), "t")
+    assert writer.names, "no summary was written"
+    assert threading.get_ident() not in writer.threads
+    assert not any(name.startswith("ctxoffload-projector") for name in writer.names)
 
 
 def test_a_model_with_async_of_its_own_is_awaited(tmp_path: Path) -> None:
