@@ -553,6 +553,21 @@ def test_the_patterns_the_set_rules_out_find_nothing(text: str) -> None:
     assert list(found) == expected[:ARTIFACTS_PER_MESSAGE]
 
 
+@settings(max_examples=examples(200), deadline=None)
+@given(text=_SCANNED)
+def test_the_sets_own_match_tells_the_patterns_its_wrapper_tells(text: str) -> None:
+    # The scan calls the compiled set's `Match` itself, without google-re2's wrapper.
+    from ctxoffload.compression._index import _artifacts as a
+
+    data = text.encode("utf-8", "surrogatepass")
+    for latin1 in (False, True) if text.isascii() else (False,):
+        match, names = a._set_match(latin1)
+        patterns, _ = a._pattern_set(latin1)
+        assert match is not patterns.Match
+        assert sorted(match(data) or ()) == sorted(patterns.Match(data) or ())
+        assert names == a._PATTERN_NAMES
+
+
 _ASCII_PATHS = st.lists(
     st.sampled_from([*"/._-~@+:aZ09 \n\t!(=", "src/", ".py", "~/", "../", "a.b", "/x/y"]),
     max_size=50,

@@ -189,7 +189,7 @@ _PATH_FIRST = {
 # that reads the text for the patterns tells them too, without two more passes over it.
 _MARKS = {"fence": r"```", "prompt": r"\$ "}
 _PATTERN_NAMES = (*_RE2_PATTERNS, *_MARKS)
-_compiled: dict[str, Any] = {}
+_compiled: dict[Any, Any] = {}  # by name and encoding: (what, name, latin1)
 # A message is first matched against all the patterns at once (an RE2 set: one pass over
 # its text, whichever patterns hit); only the patterns that hit are run to find their
 # matches. Most messages name no URL, key, UUID or hash: 620 ms -> 150 ms over 10,000 corpus
@@ -219,7 +219,7 @@ def _options(latin1: bool, max_mem: int | None = None) -> Any:
 
 
 def _scanner(name: str, latin1: bool = False) -> Any:
-    key = f"{name}:{latin1}"
+    key = ("pattern", name, latin1)
     found = _compiled.get(key)
     if found is None:
         import re2
@@ -231,7 +231,7 @@ def _scanner(name: str, latin1: bool = False) -> Any:
 
 def _pattern_set(latin1: bool = False) -> tuple[Any, tuple[str, ...]]:
     """The RE2 set of every pattern and mark, and the name of each of its indexes."""
-    key = f":{latin1}"
+    key = ("set", "", latin1)
     found = _compiled.get(key)
     if found is None:
         import re2
@@ -247,6 +247,19 @@ def _pattern_set(latin1: bool = False) -> tuple[Any, tuple[str, ...]]:
     return found, _PATTERN_NAMES
 
 
+def _set_match(latin1: bool) -> tuple[Callable[[bytes], list[int] | None], tuple[str, ...]]:
+    """`_pattern_set(latin1)`'s `Match` and the name of each index: the compiled set's own
+    (google-re2's wraps it in a call that only checks the text's type), else the wrapper's.
+    Looked up once per encoding."""
+    key = ("set match", "", latin1)
+    found = _compiled.get(key)
+    if found is None:
+        patterns, names = _pattern_set(latin1)
+        inner = getattr(patterns, "_set", None)
+        found = _compiled[key] = (getattr(inner, "Match", None) or patterns.Match, names)
+    return found
+
+
 def _finder(name: str, latin1: bool) -> Callable[[bytes], Iterator[tuple[int, int]]]:
     """The spans of the artifacts the pattern `name` finds in a text's bytes, left to right
     (the path of a path pattern, the whole match of the others); `latin1`: for an ASCII text.
@@ -257,7 +270,7 @@ def _finder(name: str, latin1: bool) -> Callable[[bytes], Iterator[tuple[int, in
     a long message names thousands of paths). Another binding gets `finditer`. Looked up
     once per pattern and encoding.
     """
-    key = f"find:{name}:{latin1}"
+    key = ("find", name, latin1)
     cached: Callable[[bytes], Iterator[tuple[int, int]]] | None = _compiled.get(key)
     if cached is not None:
         return cached
@@ -331,8 +344,8 @@ class _Read:
         # value is a slice of it (the URLs blanked below are never inside a path's or an id's
         # span).
         self.ascii_only = len(self.data) == len(text)
-        patterns, names = _pattern_set(self.ascii_only)
-        self.hits = {names[i] for i in patterns.Match(self.data) or ()}
+        match, names = _set_match(self.ascii_only)
+        self.hits = {names[i] for i in match(self.data) or ()}
 
 
 def _add_text_values(text: str, found: dict[tuple[str, str], None]) -> None:
