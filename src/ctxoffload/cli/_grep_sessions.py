@@ -258,7 +258,7 @@ class WorkspaceSearch:
         if is_log:
             if whole is not None:
                 # A batch never committed is left out (`_access.committed_end`'s rule).
-                end = readable_end(folder.fd, name, shown, fd, len(whole))
+                end = readable_end(folder.fd, name, shown, fd, len(whole), whole)
                 # Complete lines only, as `iter_lines` gives them: a last line without its
                 # newline is a write in progress, or one a kill cut.
                 lines: Iterable[bytes] = whole[:end].split(b"\n")[:-1]
