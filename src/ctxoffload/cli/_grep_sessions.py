@@ -127,9 +127,9 @@ class WorkspaceSearch:
             names.append(CONTEXT_FILE)
             if self.query.events:
                 names.append(EVENTS_FILE)
-            emit: Callable[[Hit], None] = self.printer.emit
-            if self.query.writers:
-                emit = _with_writers(folder, emit)
+            # With --writers, each line goes through `emit` with its writer; else a file's
+            # lines are printed together (`Printer.lines`).
+            emit = _with_writers(folder, self.printer.emit) if self.query.writers else None
             for name in names:
                 self._file(folder, name, shown_path(child_path(where, name)), session, emit)
         finally:
@@ -139,9 +139,9 @@ class WorkspaceSearch:
         """Search the files of memories/ and of the folders in it (`_memory_files`). Their
         lines belong to no session, and with --writers to no agent named (the workspace). A
         workspace without memories/ has none to search."""
-        emit: Callable[[Hit], None] = self.printer.emit
+        emit: Callable[[Hit], None] | None = None
         if self.query.writers:
-            printed = emit
+            printed = self.printer.emit
 
             def emit(hit: Hit) -> None:
                 hit.writer = _UNKNOWN_WRITER
@@ -212,7 +212,7 @@ class WorkspaceSearch:
         name: str,
         shown: str,
         session: str | None,
-        emit: Callable[[Hit], None],
+        emit: Callable[[Hit], None] | None,
     ) -> None:
         """Report the lines of one file that match, with `query.context` lines around
         each: a session's context.jsonl by `search_log` (read up to its committed length,
@@ -232,8 +232,11 @@ class WorkspaceSearch:
         fd, st = opened
         try:
             found = self._lines(folder, name, fd, st.st_size, shown, session)
-            for number, text, is_match in found:
-                emit(Hit(shown, number, text, is_match, session))
+            if emit is None:
+                self.printer.lines(shown, session, found)
+            else:
+                for number, text, is_match in found:
+                    emit(Hit(shown, number, text, is_match, session))
         finally:
             os.close(fd)
 
