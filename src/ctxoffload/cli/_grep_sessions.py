@@ -17,7 +17,14 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 
 from .._disk.commit import iter_lines, readable_end
-from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, MEMORIES_DIR, SESSIONS_DIR, is_record
+from .._disk.layout import (
+    CONTEXT_FILE,
+    EVENTS_FILE,
+    MEMORIES_DIR,
+    SESSIONS_DIR,
+    is_record,
+    is_session_record,
+)
 from .._disk.read import Folder
 from .._search.engine import Line, search_bytes, search_lines
 from .._search.log import log_search
@@ -76,6 +83,7 @@ class WorkspaceSearch:
         self.fast = ripgrep_for(query, matcher, printer)
         # Resolved once for the whole search, not again for each folder entered.
         self.root = os.path.realpath(workdir)
+        self._sessions_path = child_path(workdir, SESSIONS_DIR)
         # Made at the first context.jsonl searched (it loads `text`, and `re` with it).
         self._search_log: Callable[[Iterable[bytes]], Iterator[Line]] | None = None
         # sessions/, entered once and held while the search lasts: each session's folder is
@@ -105,7 +113,7 @@ class WorkspaceSearch:
         with --events). A file that is not read, or a folder that cannot be listed, is said
         through `skip`; a session removed since it was listed (gc), or a link in its place,
         is passed over."""
-        where = child_path(child_path(self.workdir, SESSIONS_DIR), session)
+        where = child_path(self._sessions_path, session)
         try:
             within = self._sessions_folder()
             folder = Folder(
@@ -119,7 +127,7 @@ class WorkspaceSearch:
                 names = [
                     name
                     for name in folder.names()
-                    if name != CONTEXT_FILE and not is_record((SESSIONS_DIR, session, name))
+                    if name != CONTEXT_FILE and not is_session_record(name)
                 ]
             except OSError as exc:
                 self._refused(exc, where)
