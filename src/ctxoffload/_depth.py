@@ -136,7 +136,19 @@ def load_json(raw: str | bytes, limit: int = READ_DEPTH, **options: Any) -> Any:
         ValueError: not JSON.
     """
     try:
-        value = _scanned(raw) if not options and type(raw) is str else json.loads(raw, **options)
+        if options or type(raw) is not str:
+            value = json.loads(raw, **options)
+        else:
+            # A text that is one JSON value and nothing else is read by the scanner json.loads
+            # runs (C), without its two passes for the whitespace around the value: a third of
+            # the cost of a short log line. Any other text (whitespace around, more after, not
+            # JSON) goes to json.loads itself, for its value or its error.
+            try:
+                value, end = _SCAN(raw, 0)
+            except StopIteration:
+                end = -1
+            if end != len(raw):
+                value = json.loads(raw)
     except RecursionError:
         raise TooDeep(f"nested more than {limit} levels deep") from None
     # Only a text with more brackets than the limit can be that deep: counting them is a
@@ -145,18 +157,6 @@ def load_json(raw: str | bytes, limit: int = READ_DEPTH, **options: Any) -> Any:
     if raw.count(opening[0]) + raw.count(opening[1]) > limit and too_deep(value, limit):  # type: ignore[arg-type]
         raise TooDeep(f"nested more than {limit} levels deep")
     return value
-
-
-def _scanned(raw: str) -> Any:
-    """`json.loads(raw)` for a text that is one JSON value and nothing else, by the scanner
-    json.loads runs (C), without its two passes for the whitespace around the value: a third
-    of the cost of a short log line. Any other text (whitespace around, more after, not JSON)
-    goes to `json.loads` itself, for its value or its error."""
-    try:
-        value, end = _SCAN(raw, 0)
-    except StopIteration:
-        return json.loads(raw)
-    return value if end == len(raw) else json.loads(raw)
 
 
 # The scanner of a decoder with json.loads's defaults (its own `_default_decoder`'s): an

@@ -16,6 +16,7 @@ cannot change what is found (a literal of letters that the line's bytes do not h
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 
 from .engine import Line
 from .matcher import Matcher, as_searched, every_line
@@ -75,12 +76,8 @@ def log_line_judge(matcher: Matcher) -> Callable[[str], tuple[list[str], list[in
     # Only now: a search of tool results alone never loads it.
     from ..text import matching_lines
 
-    matches, any_line = matcher.matches_text, _any_line(matcher)
-
-    def judge(line: str) -> tuple[list[str], list[int]]:
-        return matching_lines(line, matches, any_line=any_line)
-
-    return judge
+    # (A partial, not a closure: one Python call a line fewer.)
+    return partial(matching_lines, matches=matcher.matches_text, any_line=_any_line(matcher))
 
 
 def _any_line(matcher: Matcher) -> Callable[[str], bool] | None:
@@ -165,6 +162,10 @@ def log_search(
             if may_match is not None and not may_match(raw):
                 continue
             lines, hits = judge(raw.decode("utf-8", "replace"))
+            if not context:  # (each match alone: `_utf8` written out, a call a line fewer)
+                for i in hits:
+                    yield number, lines[i].encode("utf-8", "surrogatepass"), True
+                continue
             shown_to = -1
             for i in hits:
                 first = max(i - context, shown_to + 1)
