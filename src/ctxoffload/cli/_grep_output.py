@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Iterable
 
-from ._output import inert_bytes, raw_stream
+from ._output import inert_bytes, printable_ascii, raw_stream
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -161,5 +161,14 @@ class Printer:
             sep = self._match_sep if is_match else self._context_sep
             self.out.write(
                 b"%s%s%s%d%s%s%s\n"
-                % (self._shown_path, sep, self._number, number, self._end, sep, inert_bytes(text))
+                % (
+                    self._shown_path,
+                    sep,
+                    self._number,
+                    number,
+                    self._end,
+                    sep,
+                    # (Nearly every line is printable ASCII: `inert_bytes` only when not.)
+                    text if printable_ascii(text) else inert_bytes(text),
+                )
             )
