@@ -72,7 +72,7 @@ class CommitRecord(tuple[int, int]):
     tail: int | None
 
     def __new__(cls, committed: int, newlines: int, tail: int | None = None) -> CommitRecord:
-        record = super().__new__(cls, (committed, newlines))
+        record = tuple.__new__(cls, (committed, newlines))  # (without `super()`'s object)
         record.tail = tail
         return record
 

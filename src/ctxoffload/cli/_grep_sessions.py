@@ -261,8 +261,8 @@ class WorkspaceSearch:
             whole = os.pread(fd, _READ_WHOLE, 0)
             if len(whole) == _READ_WHOLE:  # it grew since its fstat: read as a large file is
                 whole = None
-        head = whole[:SNIFF_BYTES] if whole is not None else os.pread(fd, SNIFF_BYTES, 0)
-        why = binary_reason(head)
+        # (`binary_reason` looks at the first `SNIFF_BYTES` of what it is given.)
+        why = binary_reason(whole if whole is not None else os.pread(fd, SNIFF_BYTES, 0))
         if why is not None:
             self.printer.note(f"{shown}: binary file ({why}), not searched")
             return ()
