@@ -153,6 +153,9 @@ def load_json(raw: str | bytes, limit: int = READ_DEPTH, **options: Any) -> Any:
         raise TooDeep(f"nested more than {limit} levels deep") from None
     # Only a text with more brackets than the limit can be that deep: counting them is a
     # C-speed pass, so an ordinary line is not walked at all.
+    # (No text shorter than the limit holds that many: most lines are not even counted.)
+    if len(raw) <= limit:
+        return value
     opening = ("[", "{") if isinstance(raw, str) else (b"[", b"{")
     if raw.count(opening[0]) + raw.count(opening[1]) > limit and too_deep(value, limit):  # type: ignore[arg-type]
         raise TooDeep(f"nested more than {limit} levels deep")

@@ -16,7 +16,6 @@ cannot change what is found (a literal of letters that the line's bytes do not h
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from functools import partial
 
 from .engine import Line
 from .matcher import Matcher, as_searched, every_line
@@ -76,8 +75,12 @@ def log_line_judge(matcher: Matcher) -> Callable[[str], tuple[list[str], list[in
     # Only now: a search of tool results alone never loads it.
     from ..text import matching_lines
 
-    # (A partial, not a closure: one Python call a line fewer.)
-    return partial(matching_lines, matches=matcher.matches_text, any_line=_any_line(matcher))
+    matches, any_line = matcher.matches_text, _any_line(matcher)
+
+    def judge(line: str) -> tuple[list[str], list[int]]:
+        return matching_lines(line, matches, any_line=any_line)
+
+    return judge
 
 
 def _any_line(matcher: Matcher) -> Callable[[str], bool] | None:
