@@ -134,14 +134,15 @@ class Printer:
                     hit["text"] = text.decode("utf-8", errors="replace")
                     self.hits.append(hit)
             return
-        max_columns = self.max_columns
+        max_columns, context = self.max_columns, self.context
         for number, text, is_match in found:
             self.matches += is_match
-            if self.context and self._last is not None:
-                last_path, last_line = self._last
-                if last_path != path or number > last_line + 1:
-                    self.out.write(b"--\n")
-            self._last = (path, number)
+            if context:  # (`--` between hunks: the last line printed is kept for -C only)
+                if self._last is not None:
+                    last_path, last_line = self._last
+                    if last_path != path or number > last_line + 1:
+                        self.out.write(b"--\n")
+                self._last = (path, number)
             if writer is not None:
                 agent = writer.get("agent") or "workspace"
                 text = f"[{agent}] ".encode("utf-8", "replace") + text
