@@ -226,3 +226,40 @@ async def test_a_lease_record_nested_5000_deep_reads_as_none(
     lease = await ws.acquire_lease("s", agent="next")
     assert lease.holder["agent"] == "next"
     await lease.release()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"role":"user","content":"hello"}',
+        '  {"a": 1}',
+        '{"a": 1}  ',
+        '{"a": 1}\r',
+        '{"a": 1}{"b": 2}',
+        '{"a": 1} x',
+        "\ufeff{}",
+        "[1, 2.5, null, true]",
+        '"text"',
+        "12",
+        "NaN",
+        '{"a": ',
+        "nul",
+        "",
+    ],
+)
+def test_a_log_line_is_read_as_json_loads_reads_it(text: str) -> None:
+    """`load_json` reads a text as `json.loads` does, the same value or a ValueError, though
+    a line that is one value and nothing else is read without json.loads's own passes."""
+    import json
+
+    from ctxoffload._depth import load_json
+
+    try:
+        expected: Any = json.loads(text)
+    except ValueError as exc:
+        with pytest.raises(ValueError) as raised:
+            load_json(text)
+        assert type(raised.value) is type(exc)
+        assert str(raised.value) == str(exc)
+    else:
+        assert repr(load_json(text)) == repr(expected)

@@ -565,13 +565,19 @@ def decode_log_line(line: str) -> list[str] | None:
     Args:
         line: one line of the log, without its newline.
     """
-    if len(line) > MAX_DECODED_LINE_BYTES or not line.lstrip().startswith(("{", "[")):
+    if len(line) > MAX_DECODED_LINE_BYTES:
+        return None
+    first = line[:1]  # (nearly every line begins with its bracket: no strip, no tuple)
+    if first != "{" and first != "[" and not line.lstrip().startswith(("{", "[")):
         return None
     try:
         value = load_json(line)
     except ValueError:  # not JSON, or nested deeper than any workspace writes
         return None
     return message_lines(value)
+
+
+_FEW_LINES = 4
 
 
 def matching_lines(
@@ -599,7 +605,11 @@ def matching_lines(
         indexes of those that match; no indexes when it does not match.
     """
     decoded = decode_log_line(line)
-    if decoded is not None and (any_line is None or any_line("\n".join(decoded))):
+    # (A message of a few lines is judged line by line at once: the whole text's search
+    # would cost more than it saves.)
+    if decoded is not None and (
+        any_line is None or len(decoded) <= _FEW_LINES or any_line("\n".join(decoded))
+    ):
         hits = [i for i, text in enumerate(decoded) if matches(text)]
         if hits:
             return decoded, hits

@@ -117,3 +117,21 @@ def test_a_file_is_utf8_throughout_whatever_its_pieces(
         patch.setattr(engine, "_PIECE", piece)
         assert engine.is_utf8_file(f.fileno()) == expected
         assert f.tell() == 0  # ripgrep reads the file from where it stands
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    lines=st.lists(st.sampled_from([*LINES, b"say hello", b"hello hello", b"  "]), max_size=12),
+    final_newline=st.booleans(),
+    pattern=st.sampled_from([*PATTERNS, "hello", "ok", "say hel"]),
+    context=st.integers(min_value=0, max_value=2),
+)
+def test_a_small_file_read_whole_gives_what_every_line_gives(
+    lines: list[bytes], final_newline: bool, pattern: str, context: int
+) -> None:
+    """`search_bytes` (a small file `ctxoffload grep` reads in one call) gives the lines of a
+    search of every line alone, whether it takes the short way (a pattern that is one string,
+    ASCII without a carriage return, no context) or the pieces'."""
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    found = list(engine.search_bytes(data, compile_matcher(pattern), context=context))
+    assert found == every_line(data, pattern, context)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxoffload._search.matcher import _escape, compile_matcher
+from ctxoffload._search.matcher import _escape, as_searched, compile_matcher
 from helpers import examples
 
 
@@ -66,3 +66,19 @@ def test_a_pattern_that_is_more_than_a_string_is_judged_by_its_engine(
     pattern: str, options: dict[str, bool]
 ) -> None:
     assert not compile_matcher(pattern, **options).is_literal
+
+
+@settings(max_examples=examples(300))
+@given(
+    text=st.text(alphabet=st.sampled_from(["h", "e", "l", "o", " ", "é", "\ufffd", "\ud800"])),
+    pattern=st.sampled_from(["hello", "lo", "o h", "hel_lo"]),
+)
+def test_a_pattern_that_is_one_string_is_found_in_text_where_its_engine_finds_it(
+    text: str, pattern: str
+) -> None:
+    """A line of decoded text is judged by the pattern's literal found in the text itself,
+    as its engine judges the text's bytes (`as_searched`: a lone surrogate as U+FFFD)."""
+    matcher = compile_matcher(pattern)
+    assert matcher.is_literal
+    found = matcher._compiled.search(as_searched(text))
+    assert matcher.matches_text(text) == (found is not None)

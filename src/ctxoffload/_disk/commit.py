@@ -72,7 +72,7 @@ class CommitRecord(tuple[int, int]):
     tail: int | None
 
     def __new__(cls, committed: int, newlines: int, tail: int | None = None) -> CommitRecord:
-        record = super().__new__(cls, (committed, newlines))
+        record = tuple.__new__(cls, (committed, newlines))  # (without `super()`'s object)
         record.tail = tail
         return record
 
@@ -140,7 +140,9 @@ def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
         os.close(fd)
 
 
-def commit_mismatch(fd: int, record: tuple[int, int], size: int) -> str | None:
+def commit_mismatch(
+    fd: int, record: tuple[int, int], size: int, data: bytes | None = None
+) -> str | None:
     """Why a commit record cannot describe the log open as `fd`, or None if it may.
 
     A record is trusted only where it ends: inside the log (`size` bytes, taken after the
@@ -156,16 +158,23 @@ def commit_mismatch(fd: int, record: tuple[int, int], size: int) -> str | None:
         record: (committed bytes, lines) as `read_commit` found them; a `CommitRecord`'s
             `tail` is checked too.
         size: the log's size.
+        data: the log's bytes, all `size` of them, where the reader holds them already: the
+            record is checked against them (the bytes it shows), without reading the file
+            again.
     """
     committed, lines = record
     if committed > size:
         return f"says {committed:,} bytes are committed but the log holds only {size:,}"
-    if committed > 0 and os.pread(fd, 1, committed - 1) != b"\n":
-        return f"says {committed:,} bytes are committed, which ends in the middle of a line"
+    if committed > 0:
+        before = (
+            data[committed - 1 : committed] if data is not None else os.pread(fd, 1, committed - 1)
+        )
+        if before != b"\n":
+            return f"says {committed:,} bytes are committed, which ends in the middle of a line"
     if lines > committed:
         return f"says {lines:,} lines are committed in {committed:,} bytes"
     tail = getattr(record, "tail", None)
-    if tail is not None and tail_checksum(fd, committed) != tail:
+    if tail is not None and tail_checksum(fd, committed, data) != tail:
         return (
             "was written for other bytes than the log holds before its end (a record "
             "copied from another session?)"
@@ -173,17 +182,20 @@ def commit_mismatch(fd: int, record: tuple[int, int], size: int) -> str | None:
     return None
 
 
-def tail_checksum(fd: int, end: int) -> int:
+def tail_checksum(fd: int, end: int, data: bytes | None = None) -> int:
     """The CRC-32 of the last `COMMIT_TAIL` bytes of an open file before `end` (all of them
     when fewer): what ties a commit record to its log (`CommitRecord.tail`), and a watcher's
-    place in a log to the bytes it read there."""
+    place in a log to the bytes it read there. `data`: the file's bytes from its start to
+    `end` at least, where they are in hand (taken from them, not read again)."""
     import zlib
 
     start = max(0, end - COMMIT_TAIL)
-    return zlib.crc32(os.pread(fd, end - start, start))
+    return zlib.crc32(data[start:end] if data is not None else os.pread(fd, end - start, start))
 
 
-def readable_end(dir_fd: int, name: str, shown: str, fd: int, size: int) -> int:
+def readable_end(
+    dir_fd: int, name: str, shown: str, fd: int, size: int, data: bytes | None = None
+) -> int:
     """Where every reader of the file `name` in `dir_fd` (open as `fd`, `size` bytes) stops
     reading: the one rule for the agent's Read and Grep, the retrieval tool, the workspace's
     `read_reference` and `read_lines`, and the `ctxoffload` commands.
@@ -200,6 +212,8 @@ def readable_end(dir_fd: int, name: str, shown: str, fd: int, size: int) -> int:
         shown: how the file is named to people.
         fd: the file, open for reading.
         size: its size, taken after it was opened.
+        data: its bytes, all `size` of them, where the reader read the file whole already
+            (`commit_mismatch` checks the record against them).
     """
     if not is_committed_log(name):
         return size
@@ -207,7 +221,7 @@ def readable_end(dir_fd: int, name: str, shown: str, fd: int, size: int) -> int:
         record = read_commit(dir_fd, name, shown)
     except OSError:  # Refused and OffloadError are OSErrors too
         return size
-    if record is None or commit_mismatch(fd, record, size) is not None:
+    if record is None or commit_mismatch(fd, record, size, data) is not None:
         return size
     return record[0]
 

@@ -68,6 +68,7 @@ __all__ = [
     "is_committed_log",
     "is_data_name",
     "is_record",
+    "is_session_record",
     "is_tool_result_name",
     "mark_kind",
     "mark_of",
@@ -239,11 +240,19 @@ def is_record(parts: tuple[str, ...] | list[str]) -> bool:
     """
     if not parts:
         return False
-    name = parts[-1]
-    if name.startswith((TEMPORARY_PREFIX, PURGING_PREFIX)):
-        return True
-    in_a_session = len(parts) >= 3 and parts[-3] == SESSIONS_DIR
-    return in_a_session and (name in RECORD_FILES or name.endswith(COMMIT_SUFFIX))
+    if len(parts) >= 3 and parts[-3] == SESSIONS_DIR:
+        return is_session_record(parts[-1])
+    return parts[-1].startswith((TEMPORARY_PREFIX, PURGING_PREFIX))
+
+
+def is_session_record(name: str) -> bool:
+    """`is_record` for an entry of a session's folder (`sessions/{id}/NAME`), by its name
+    alone: for a search that walks many sessions' folders."""
+    return (
+        name.startswith((TEMPORARY_PREFIX, PURGING_PREFIX))
+        or name in RECORD_FILES
+        or name.endswith(COMMIT_SUFFIX)
+    )
 
 
 def is_data_name(name: str) -> bool:

@@ -403,6 +403,11 @@ def open_for_reading_stat(dir_fd: int, name: str, shown: str) -> tuple[int, os.s
     reader that needs the size too (one `fstat` a file, not two)."""
     fd = _open_no_follow(dir_fd, name, shown, READ_FLAGS, "read")
     try:
+        # Nearly every file is a regular one with one link: passed at once, without the
+        # calls of `verify_settled` (a search of 10,000 small sessions opens 30,000).
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and not linked_elsewhere(st):
+            return fd, st
         return fd, verify_settled(fd, shown)
     except BaseException:
         os.close(fd)

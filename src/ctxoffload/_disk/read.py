@@ -26,6 +26,7 @@ from .commit import iter_chunks, read_commit, read_log, readable_end
 from .ids import is_session_id
 from .layout import DATA_DIR, SESSIONS_DIR
 from .paths import (
+    DIR_FLAGS,
     Refused,
     file_url_to_path,
     linked_elsewhere,
@@ -89,12 +90,24 @@ class Folder:
         self.parts = parts
         self.root = root
         self.within = within
-        self.shown = os.path.join(workdir, *parts) if parts else workdir
+        self._shown: str | None = None
         self.fd = -1
+
+    @property
+    def shown(self) -> str:
+        """The folder as people are shown it: its path from the workdir as given (made when
+        first asked for: a folder entered without a refusal to word never needs it)."""
+        if self._shown is None:
+            parts = self.parts
+            self._shown = os.path.join(self.workdir, *parts) if parts else self.workdir
+        return self._shown
 
     def __enter__(self) -> Folder:
         if self.within is not None and self.parts:
-            self.fd = open_dir(self.within.fd, self.parts[-1], self.shown, create=False)
+            try:
+                self.fd = os.open(self.parts[-1], DIR_FLAGS, dir_fd=self.within.fd)
+            except OSError:  # opened again to be refused in `open_dir`'s words
+                self.fd = open_dir(self.within.fd, self.parts[-1], self.shown, create=False)
             return self
         root = self.root if self.root is not None else os.path.realpath(self.workdir)
         self.fd = open_path(root, self.parts, self.workdir, create=False)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import codecs
 import os
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 
 from .matcher import Matcher, every_line, literal_finder, plain_finder
 
@@ -104,11 +104,35 @@ def search_lines(
         filled -= end
 
 
-def search_bytes(data: bytes, matcher: Matcher, *, context: int = 0) -> Iterator[Line]:
+def search_bytes(data: bytes, matcher: Matcher, *, context: int = 0) -> Iterable[Line]:
     """`search_lines` over a whole file already read (`data`, all of it): the same lines,
     without a buffer to fill. What `ctxoffload grep` uses for a small file, which it reads in
     one call."""
+    literal = matcher.literal
+    is_plain = data.isascii() and data.find(b"\r") < 0
+    if not context and matcher.is_literal and literal is not None and is_plain:
+        return _lines_holding(data, literal)
     return _Pieces(matcher, context, None).search(data, len(data), True)
+
+
+def _lines_holding(data: bytes, literal: bytes) -> list[Line]:
+    """The lines of `data` holding `literal`, each a match: what `_Pieces.search` finds in
+    ASCII without a carriage return for a pattern that is `literal` alone (`is_literal`),
+    without context lines, here without its generator and its buffers (most of a small
+    file's search: a session's two-line tool result)."""
+    found: list[Line] = []
+    at = data.find(literal)
+    number, counted_at = 1, 0
+    while at >= 0:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        if end < 0:
+            end = len(data)
+        number += data.count(b"\n", counted_at, start)
+        counted_at = start
+        found.append((number, data[start:end], True))
+        at = data.find(literal, end + 1)
+    return found
 
 
 def _buffer_size(file: Any) -> int:

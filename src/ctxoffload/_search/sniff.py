@@ -50,7 +50,7 @@ def binary_reason(head: bytes | str) -> str | None:
     if isinstance(head, str):
         head = head[:SNIFF_BYTES].encode("utf-8", "surrogatepass")
     head = head[:SNIFF_BYTES]
-    if b"\0" in head:
+    if head.find(b"\0") >= 0:  # (`in` on bytes costs a TypeError raised and cleared)
         return "NUL bytes in its first 8 KB"
     if head.isascii() and len(head.translate(None, _CONTROL)) == len(head):
         return None  # nearly every file: nothing more to count

@@ -12,8 +12,9 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Iterable
 
-from ._output import inert_bytes, raw_stream
+from ._output import inert_bytes, printable_ascii, raw_stream
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -111,43 +112,64 @@ class Printer:
         sys.stderr.flush()
 
     def emit(self, hit: Hit) -> None:
-        self.matches += hit.is_match
+        """Print one line found (or keep it, for --json), with its writer if it has one."""
+        self.lines(hit.path, hit.session, ((hit.line, hit.text, hit.is_match),), hit.writer)
+
+    def lines(
+        self,
+        path: str,
+        session: str | None,
+        found: Iterable[tuple[int, bytes, bool]],
+        writer: dict[str, Any] | None = None,
+    ) -> None:
+        """Print the lines found in one file, `(number, text, is_match)` in order, as `emit`
+        prints each (a session's file has a few: one call for them, not one each)."""
         if self.as_json:
-            if hit.is_match:
-                decoded = hit.text.decode("utf-8", errors="replace")
-                found: dict[str, Any] = {
-                    "session": hit.session,
-                    "file": hit.path,
-                    "line": hit.line,
-                }
-                if hit.writer is not None:
-                    found["writer"] = hit.writer
-                self.hits.append({**found, "text": decoded})
+            for number, text, is_match in found:
+                self.matches += is_match
+                if is_match:
+                    hit: dict[str, Any] = {"session": session, "file": path, "line": number}
+                    if writer is not None:
+                        hit["writer"] = writer
+                    hit["text"] = text.decode("utf-8", errors="replace")
+                    self.hits.append(hit)
             return
-        if self.context and self._last is not None:
-            last_path, last_line = self._last
-            if last_path != hit.path or hit.line > last_line + 1:
-                self.out.write(b"--\n")
-        self._last = (hit.path, hit.line)
-        text = hit.text
-        if hit.writer is not None:
-            agent = hit.writer.get("agent") or "workspace"
-            text = f"[{agent}] ".encode("utf-8", "replace") + text
-        if self.max_columns and len(text) > self.max_columns:
-            keep = self.max_columns
-            # Never inside a UTF-8 character: back off over its continuation bytes (at most 3,
-            # so a line that is not UTF-8 at all is still cut near max_columns).
-            for _ in range(3):
-                if keep > 0 and text[keep] & 0xC0 == 0x80:
-                    keep -= 1
-            cut = len(text) - keep
-            text = text[:keep] + f" [... {cut:,} more bytes]".encode()
-        if hit.path != self._path:  # each file's lines come together: its name made once
-            self._path = hit.path
-            shown = inert_bytes(hit.path.encode("utf-8", "surrogateescape"))
-            self._shown_path = self._file + shown + self._end
-        sep = self._match_sep if hit.is_match else self._context_sep
-        self.out.write(
-            b"%s%s%s%d%s%s%s\n"
-            % (self._shown_path, sep, self._number, hit.line, self._end, sep, inert_bytes(text))
-        )
+        max_columns, context = self.max_columns, self.context
+        for number, text, is_match in found:
+            self.matches += is_match
+            if context:  # (`--` between hunks: the last line printed is kept for -C only)
+                if self._last is not None:
+                    last_path, last_line = self._last
+                    if last_path != path or number > last_line + 1:
+                        self.out.write(b"--\n")
+                self._last = (path, number)
+            if writer is not None:
+                agent = writer.get("agent") or "workspace"
+                text = f"[{agent}] ".encode("utf-8", "replace") + text
+            if max_columns and len(text) > max_columns:
+                keep = max_columns
+                # Never inside a UTF-8 character: back off over its continuation bytes (at
+                # most 3, so a line that is not UTF-8 at all is still cut near max_columns).
+                for _ in range(3):
+                    if keep > 0 and text[keep] & 0xC0 == 0x80:
+                        keep -= 1
+                cut = len(text) - keep
+                text = text[:keep] + f" [... {cut:,} more bytes]".encode()
+            if path != self._path:  # each file's lines come together: its name made once
+                self._path = path
+                shown = inert_bytes(path.encode("utf-8", "surrogateescape"))
+                self._shown_path = self._file + shown + self._end
+            sep = self._match_sep if is_match else self._context_sep
+            self.out.write(
+                b"%s%s%s%d%s%s%s\n"
+                % (
+                    self._shown_path,
+                    sep,
+                    self._number,
+                    number,
+                    self._end,
+                    sep,
+                    # (Nearly every line is printable ASCII: `inert_bytes` only when not.)
+                    text if printable_ascii(text) else inert_bytes(text),
+                )
+            )

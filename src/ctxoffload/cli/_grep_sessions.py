@@ -17,7 +17,14 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 
 from .._disk.commit import iter_lines, readable_end
-from .._disk.layout import CONTEXT_FILE, EVENTS_FILE, MEMORIES_DIR, SESSIONS_DIR, is_record
+from .._disk.layout import (
+    CONTEXT_FILE,
+    EVENTS_FILE,
+    MEMORIES_DIR,
+    SESSIONS_DIR,
+    is_record,
+    is_session_record,
+)
 from .._disk.read import Folder
 from .._search.engine import Line, search_bytes, search_lines
 from .._search.log import log_search
@@ -76,6 +83,7 @@ class WorkspaceSearch:
         self.fast = ripgrep_for(query, matcher, printer)
         # Resolved once for the whole search, not again for each folder entered.
         self.root = os.path.realpath(workdir)
+        self._sessions_path = child_path(workdir, SESSIONS_DIR)
         # Made at the first context.jsonl searched (it loads `text`, and `re` with it).
         self._search_log: Callable[[Iterable[bytes]], Iterator[Line]] | None = None
         # sessions/, entered once and held while the search lasts: each session's folder is
@@ -105,7 +113,7 @@ class WorkspaceSearch:
         with --events). A file that is not read, or a folder that cannot be listed, is said
         through `skip`; a session removed since it was listed (gc), or a link in its place,
         is passed over."""
-        where = child_path(child_path(self.workdir, SESSIONS_DIR), session)
+        where = child_path(self._sessions_path, session)
         try:
             within = self._sessions_folder()
             folder = Folder(
@@ -119,7 +127,7 @@ class WorkspaceSearch:
                 names = [
                     name
                     for name in folder.names()
-                    if name != CONTEXT_FILE and not is_record((SESSIONS_DIR, session, name))
+                    if name != CONTEXT_FILE and not is_session_record(name)
                 ]
             except OSError as exc:
                 self._refused(exc, where)
@@ -127,9 +135,9 @@ class WorkspaceSearch:
             names.append(CONTEXT_FILE)
             if self.query.events:
                 names.append(EVENTS_FILE)
-            emit: Callable[[Hit], None] = self.printer.emit
-            if self.query.writers:
-                emit = _with_writers(folder, emit)
+            # With --writers, each line goes through `emit` with its writer; else a file's
+            # lines are printed together (`Printer.lines`).
+            emit = _with_writers(folder, self.printer.emit) if self.query.writers else None
             for name in names:
                 self._file(folder, name, shown_path(child_path(where, name)), session, emit)
         finally:
@@ -139,9 +147,9 @@ class WorkspaceSearch:
         """Search the files of memories/ and of the folders in it (`_memory_files`). Their
         lines belong to no session, and with --writers to no agent named (the workspace). A
         workspace without memories/ has none to search."""
-        emit: Callable[[Hit], None] = self.printer.emit
+        emit: Callable[[Hit], None] | None = None
         if self.query.writers:
-            printed = emit
+            printed = self.printer.emit
 
             def emit(hit: Hit) -> None:
                 hit.writer = _UNKNOWN_WRITER
@@ -212,7 +220,7 @@ class WorkspaceSearch:
         name: str,
         shown: str,
         session: str | None,
-        emit: Callable[[Hit], None],
+        emit: Callable[[Hit], None] | None,
     ) -> None:
         """Report the lines of one file that match, with `query.context` lines around
         each: a session's context.jsonl by `search_log` (read up to its committed length,
@@ -232,8 +240,11 @@ class WorkspaceSearch:
         fd, st = opened
         try:
             found = self._lines(folder, name, fd, st.st_size, shown, session)
-            for number, text, is_match in found:
-                emit(Hit(shown, number, text, is_match, session))
+            if emit is None:
+                self.printer.lines(shown, session, found)
+            else:
+                for number, text, is_match in found:
+                    emit(Hit(shown, number, text, is_match, session))
         finally:
             os.close(fd)
 
@@ -250,15 +261,15 @@ class WorkspaceSearch:
             whole = os.pread(fd, _READ_WHOLE, 0)
             if len(whole) == _READ_WHOLE:  # it grew since its fstat: read as a large file is
                 whole = None
-        head = whole[:SNIFF_BYTES] if whole is not None else os.pread(fd, SNIFF_BYTES, 0)
-        why = binary_reason(head)
+        # (`binary_reason` looks at the first `SNIFF_BYTES` of what it is given.)
+        why = binary_reason(whole if whole is not None else os.pread(fd, SNIFF_BYTES, 0))
         if why is not None:
             self.printer.note(f"{shown}: binary file ({why}), not searched")
             return ()
         if is_log:
             if whole is not None:
                 # A batch never committed is left out (`_access.committed_end`'s rule).
-                end = readable_end(folder.fd, name, shown, fd, len(whole))
+                end = readable_end(folder.fd, name, shown, fd, len(whole), whole)
                 # Complete lines only, as `iter_lines` gives them: a last line without its
                 # newline is a write in progress, or one a kill cut.
                 lines: Iterable[bytes] = whole[:end].split(b"\n")[:-1]

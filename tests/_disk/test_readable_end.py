@@ -1,0 +1,53 @@
+"""Where a reader stops in a log it read whole: the commit record is checked against the
+bytes the reader holds (`readable_end(..., data)`), the bytes it shows, not read again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from ctxoffload import LocalWorkspace, Msg
+from ctxoffload._disk.commit import readable_end
+from ctxoffload._disk.layout import CONTEXT_FILE
+
+
+def one_session(workdir: Path) -> Path:
+    """A session whose context.jsonl holds two committed batches; its folder."""
+
+    async def build() -> None:
+        ws = LocalWorkspace(workdir, fsync=False)
+        for word in ("alpha", "bravo"):
+            await ws.offload_context("s", [Msg(role="user", content=f"{word} needle")])
+
+    asyncio.run(build())
+    return workdir / "sessions" / "s"
+
+
+def ends(folder: Path, data: bytes | None) -> int:
+    """`readable_end` of the session's context.jsonl, with `data` as the bytes in hand."""
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(folder / CONTEXT_FILE, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        return readable_end(dir_fd, CONTEXT_FILE, "context.jsonl", fd, size, data)
+    finally:
+        os.close(fd)
+        os.close(dir_fd)
+
+
+def test_the_record_is_checked_against_the_bytes_in_hand(tmp_path: Path) -> None:
+    folder = one_session(tmp_path)
+    committed = len((folder / CONTEXT_FILE).read_bytes())
+    with open(folder / CONTEXT_FILE, "ab") as log:  # a batch a kill cut before its commit
+        log.write(b'{"role": "user", "content": "cut')
+    on_disk = (folder / CONTEXT_FILE).read_bytes()
+    assert ends(folder, None) == committed
+    assert ends(folder, on_disk) == committed
+    # Other bytes in hand before the committed end than the record was written for (as
+    # many): the record is not trusted for them, though the file on disk still matches it.
+    edited = on_disk[: committed - 5] + b"X" + on_disk[committed - 4 :]  # (in the tail)
+    assert ends(folder, edited) == len(on_disk)
+    # The record ends inside a line of the bytes in hand: not trusted either.
+    torn = on_disk[: committed - 1] + b" " + on_disk[committed:]
+    assert ends(folder, torn) == len(on_disk)
