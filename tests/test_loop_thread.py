@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ctxoffload import ContextConfig, LocalWorkspace, Msg
-from ctxoffload._loop import CallerLoop, LoopThread, off_loop, run_private
+from ctxoffload._loop import CallerLoop, LoopThread, off_loop, off_loop_long, run_private
 from ctxoffload.compression import Projector
 
 
@@ -303,3 +303,20 @@ def test_a_loop_keeps_nothing_of_the_context_its_first_caller_ran_in() -> None:
         gc.collect()
         assert [ref() for ref in held] == [None, None, None], type(runner).__name__
         assert runner.run(work()) == "done"  # the loop is still there
+
+
+async def _where_long() -> tuple[int, int]:
+    """The thread the loop runs on and the one `off_loop_long` ran the work on."""
+    return threading.get_ident(), await off_loop_long(threading.get_ident)
+
+
+def test_long_blocking_work_runs_inline_only_where_the_caller_waits_for_all() -> None:
+    # A sync model's call: on a CallerLoop the caller's own thread runs it; on a projector's
+    # LoopThread (inline_io: a background summary shares its loop with the next calls) and
+    # on any other loop, a worker thread does, and the loop stays free.
+    loop, work = CallerLoop("t").run(_where_long())
+    assert loop == work == threading.get_ident()
+    loop, work = LoopThread("t", inline_io=True).run(_where_long())
+    assert loop != work
+    loop, work = asyncio.run(_where_long())
+    assert loop != work

@@ -28,7 +28,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["CallerLoop", "LoopLock", "LoopThread", "caller_waits", "off_loop", "run_private"]
+__all__ = ["CallerLoop", "LoopLock", "LoopThread", "off_loop", "off_loop_long", "run_private"]
 
 _T = TypeVar("_T")
 
@@ -148,12 +148,16 @@ class CallerLoop:
             return self._helper.submit(loop.run_until_complete, task).result()
 
 
-def caller_waits() -> bool:
-    """Whether the running loop is a `CallerLoop`'s: its caller waits for all it does and
-    nothing else runs on it, so even long blocking work (a sync model's call) may run inline
-    there. Not on a `LoopThread`, even with `inline_io`: a background summary runs on it
-    while the caller's next calls need the loop."""
-    return asyncio.get_running_loop() in _CALLER
+async def off_loop_long(work: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+    """`work(*args, **kwargs)`, blocking work that may take seconds (a host's sync model
+    called for a summary), awaited without blocking a loop that anything else needs: inline
+    only on a `CallerLoop`'s loop, whose caller waits for all it does and which nothing else
+    runs on (a thread hop there only adds work); in a worker thread anywhere else, a
+    `LoopThread` made with `inline_io` included, whose loop a background summary shares with
+    its caller's next calls. The one rule for every door's sync model."""
+    if asyncio.get_running_loop() in _CALLER:
+        return work(*args, **kwargs)
+    return await asyncio.to_thread(work, *args, **kwargs)
 
 
 def _loop_runs_here() -> bool:

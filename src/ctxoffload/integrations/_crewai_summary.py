@@ -20,7 +20,6 @@ a sanitised name (`Read` as `read`): its calls are read back by the names they w
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from .._doors.summary_replies import (
     summary_reply,
     usage_of,
 )
+from .._loop import off_loop_long
 from .._overflow import is_context_overflow
 from ..compression import Summary
 from ..exceptions import ConfigError
@@ -91,7 +91,7 @@ class CrewAISummaryModel(HostSummaryModel):
         chat += [{"role": role, "content": text} for role, text in turns]
         structured = response_schema is not None and schema_for_host(response_schema) is Summary
         before = _usage(self.llm)
-        answer = await asyncio.to_thread(self._call, chat, structured)
+        answer = await off_loop_long(self._call, chat, structured)
         return summary_reply(_text(answer), _grown(before, _usage(self.llm)))
 
     async def _ask_with_tools(self, messages: Any, tools: Any) -> ModelResponse:
@@ -101,7 +101,7 @@ class CrewAISummaryModel(HostSummaryModel):
         names = {_offered_as(tool["function"]["name"]): tool["function"]["name"] for tool in tools}
         chat = [_named_as_offered(message, names) for message in to_openai(messages)]
         before = _usage(self.llm)
-        answer = await asyncio.to_thread(self._call_with_tools, chat, [dict(t) for t in tools])
+        answer = await off_loop_long(self._call_with_tools, chat, [dict(t) for t in tools])
         usage = _grown(before, _usage(self.llm))
         blocks: list[Block] = []
         if isinstance(answer, list):  # the calls, run by none (no available_functions)

@@ -18,7 +18,6 @@ no trace or message of theirs holds it.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import inspect
 import threading
@@ -27,6 +26,7 @@ from typing import Any
 from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import HostSummaryModel, name_refused, summary_reply, usage_of
+from .._loop import off_loop_long
 from ..messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from ..model import ModelResponse, Usage
 from ._model_name import model_name_of
@@ -119,7 +119,7 @@ class HaystackSummaryModel(HostSummaryModel):
                     "json_schema": {"name": named, "schema": response_schema, "strict": True},
                 }
             }
-        answer = await asyncio.to_thread(self._run, options)
+        answer = await off_loop_long(self._run, options)
         replies = answer.get("replies") if isinstance(answer, dict) else None
         reply = replies[0] if replies else None
         text = getattr(reply, "text", None) or ""
@@ -141,7 +141,7 @@ class HaystackSummaryModel(HostSummaryModel):
         options: dict[str, Any] = {"messages": _to_haystack(messages), "tools": offered}
         if self._takes_callback and getattr(self.generator, "streaming_callback", None):
             options["streaming_callback"] = _quiet
-        answer = await asyncio.to_thread(self._run, options)
+        answer = await off_loop_long(self._run, options)
         replies = answer.get("replies") if isinstance(answer, dict) else None
         reply = replies[0] if replies else None
         said = getattr(reply, "text", None)

@@ -26,7 +26,7 @@ from typing import Any
 from .._doors.doors import DOORS
 from .._doors.summaries import SummaryWriter
 from .._doors.summary_replies import HostSummaryModel, summary_reply, unresolved, usage_of
-from .._loop import caller_waits
+from .._loop import off_loop_long
 from ..messages import Msg
 from ..model import ModelResponse, Usage
 from ._langchain_messages import from_langchain, to_langchain
@@ -214,13 +214,13 @@ async def _invoked(runnable: Any, asked: list[Any], config: dict[str, Any]) -> A
     """The reply of `runnable` (a chat model, or one bound by `bind`) to `asked`.
 
     A chat model with no async code of its own (LangChain's `_agenerate` and `_astream` left
-    as they are, as a local or scripted model has) is called with its sync `invoke` where the
-    caller waits anyway (`caller_waits`: a sync agent's call): its `ainvoke` would run that
-    same `_generate` in a thread of the loop's executor, and the loop wait for it. Elsewhere
-    (an async agent's loop, a background summary's) and for any other model, `ainvoke`.
+    as they are, as a local or scripted model has) is called with its sync `invoke`, as every
+    door calls a sync model (`off_loop_long`: inline where a sync agent waits for the call,
+    in a worker thread elsewhere); its `ainvoke` would run that same `_generate` in a thread
+    of the loop's executor at each summary. Any other is awaited with `ainvoke`.
     """
-    if caller_waits() and _sync_only(runnable):
-        return runnable.invoke(asked, config)
+    if _sync_only(runnable):
+        return await off_loop_long(runnable.invoke, asked, config)
     return await runnable.ainvoke(asked, config=config)
 
 

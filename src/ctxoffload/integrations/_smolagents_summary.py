@@ -20,7 +20,6 @@ at every step, the model is left free to answer in text (`tool_choice="auto"`).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ from .._doors.summary_replies import (
     summary_reply,
     usage_of,
 )
+from .._loop import off_loop_long
 from .._overflow import is_context_overflow
 from ..compression import Summary
 from ..messages import Block, Msg, TextBlock, ToolCallBlock, ToolResultBlock
@@ -81,7 +81,7 @@ class SmolagentsSummaryModel(HostSummaryModel):
                     "strict": schema_for_host(response_schema) is Summary,
                 },
             }
-        answer = await asyncio.to_thread(self._generate, chat, response_format)
+        answer = await off_loop_long(self._generate, chat, response_format)
         return summary_reply(_text(answer.content), _usage(answer))
 
     async def _ask_with_tools(
@@ -90,7 +90,7 @@ class SmolagentsSummaryModel(HostSummaryModel):
         """The model's reply to `messages` (as a `ToolCallingAgent` meets its steps) with
         `tools` as smolagents `Tool`s; its text and tool calls (ids kept) as ctxoffload's."""
         offered = [_OfferedTool(tool["function"]) for tool in tools]
-        answer = await asyncio.to_thread(
+        answer = await off_loop_long(
             self.model.generate,
             _as_steps(messages),
             tools_to_call_from=offered,
