@@ -1,8 +1,10 @@
-"""Which appends to events.jsonl are synced: the records of model calls (`RECORD_KINDS`) are
-written at once and made durable by the next synced append, and so are the events of an
-offload whose content is synced itself (a context.jsonl batch, a tool_result file that names
-no data/ file); every other event (a drop's, a cut's, a door's, a tool result's that names
-data/ files, which gc keeps by it) is synced before its call returns.
+"""Which appends to events.jsonl are synced: the records of model calls and the decisions of
+a compaction or a cut (`UNSYNCED_KINDS`) are written at once and made durable by the next
+synced append or when the run's lease is released, and so are the events of an offload whose
+content is synced itself (a context.jsonl batch, a tool_result file that names no data/
+file); every other event (a door's, a pin's, a tool result's that names data/ files, which gc
+keeps by it) is synced before its call returns. What leaves the context (the context.jsonl
+batch, the tool_result file) is synced before the decision that moved it is written.
 
 `os.fsync` is wrapped (it still syncs: the `syncs` fixture) to note, per file, how many syncs
 it had and how many bytes of it the last one covered; the files are real, in tmp_path.
@@ -11,11 +13,15 @@ it had and how many bytes of it the last one covered; the files are real, in tmp
 from __future__ import annotations
 
 import base64
+import logging
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from ctxoffload import (
     Base64Source,
@@ -53,8 +59,29 @@ async def test_the_records_of_a_model_call_are_not_synced_and_the_next_event_syn
     ]
     assert syncs.of(events) == 0
     # Any other kind is synced, and with it every line before it.
-    await ws.record_events("s", [("model_call", MODEL_CALL), ("compression", {"tokens": 1})])
+    await ws.record_events("s", [("model_call", MODEL_CALL), ("door", {"door": "langchain"})])
     synced_whole(syncs, events, 1)
+
+
+async def test_a_compactions_decisions_ride_unsynced_and_the_lease_release_syncs_them(
+    tmp_path: Path, syncs: Syncs
+) -> None:
+    ws = LocalWorkspace(tmp_path)
+    events = ws.session_dir("s") / "events.jsonl"
+    lease = await ws.acquire_lease("s")
+    for kind in ["compression", "summary", "artifacts", "projection", "projection_cut"]:
+        await ws.record_events("s", [("model_call", MODEL_CALL), (kind, {"tokens": 1})])
+    await ws.record_event("s", "truncation", tokens=1)
+    assert len(await ws.read_events("s")) == 11
+    assert syncs.of(events) == 0
+    # The run ends: its record is durable with its lease's release, all of it.
+    await lease.release()
+    synced_whole(syncs, events, 1)
+    # A lease released with nothing written unsynced since syncs nothing more.
+    await ws.record_event("s", "door", door="langchain")
+    synced_whole(syncs, events, 2)
+    await (await ws.acquire_lease("s")).release()
+    synced_whole(syncs, events, 2)
 
 
 async def test_every_other_event_is_synced_before_its_call_returns(
@@ -62,7 +89,7 @@ async def test_every_other_event_is_synced_before_its_call_returns(
 ) -> None:
     ws = LocalWorkspace(tmp_path)
     events = ws.session_dir("s") / "events.jsonl"
-    for number, kind in enumerate(["truncation", "artifacts", "door", "pin", "tool_call"], 1):
+    for number, kind in enumerate(["door", "pin", "tool_call", "compact", "memory"], 1):
         await ws.record_event("s", kind, n=number)
         synced_whole(syncs, events, number)
 
@@ -84,7 +111,7 @@ async def test_an_offload_syncs_its_content_and_its_event_rides_on_the_next_sync
     assert [e["kind"] for e in await ws.read_events("s")] == ["context", "tool_result"]
     assert syncs.of(events) == 0
     # The next synced event makes them durable with it.
-    await ws.record_event("s", "compression", tokens=1)
+    await ws.record_event("s", "pin", message="m1")
     synced_whole(syncs, events, 1)
 
 
@@ -116,36 +143,51 @@ def _turn(call_id: str, output: str) -> list[Msg]:
     ]
 
 
-async def test_a_projected_call_syncs_only_when_something_leaves_the_context(
+async def test_a_projected_call_syncs_only_what_leaves_the_context(
     tmp_path: Path, syncs: Syncs
 ) -> None:
     ws = LocalWorkspace(tmp_path)
+    lease = await ws.acquire_lease("p")  # as a door holds it for a run
     projector = Projector(ws, "p", config=ContextConfig(context_window=3000, tool_result_limit=200))
-    events = ws.session_dir("p") / "events.jsonl"
+    session = ws.session_dir("p")
+    events = session / "events.jsonl"
     history = [Msg(role="user", content="find the failing row"), *_turn("c1", "row 1 ok")]
     await projector.project(history)
     await projector.project([*history, Msg(role="assistant", content="all rows pass")])
     # Two calls recorded (their messages and model_call events), nothing left the context.
     kinds = [e["kind"] for e in await ws.read_events("p")]
     assert kinds.count("model_call") == 2
-    assert syncs.of(events) == 0
-    # A big result leaves for its file: the file and its event are synced before the call
-    # returns, and the event's sync makes the records before it durable too.
+    assert syncs.count == {}
+    # A big result leaves for its file: the file (written unnamed, synced, then linked under
+    # its name) and its folder are synced before the call returns; the truncation event that
+    # says so rides unsynced.
     big = "\n".join(f"row {i}: " + "x" * 40 for i in range(2000))
     history += _turn("c2", big)
     sent = await projector.project(history)
-    stored = ws.session_dir("p") / "tool_result-c2.txt"
+    stored = session / "tool_result-c2.txt"
     assert str(stored) in str(sent[-1].tool_results[0].output)
-    # (The file is written unnamed, synced, then linked under its name; its folder synced.)
-    folder = str(ws.session_dir("p"))
-    assert syncs.of(ws.session_dir("p")) >= 1
-    assert any(p.startswith(folder + "/") and p != str(events) for p in syncs.count)
-    assert syncs.of(events) >= 1
-    truncation = next(
-        n for n, e in enumerate(await ws.read_events("p"), 1) if e["kind"] == "truncation"
-    )
-    lines = events.read_bytes().split(b"\n")
-    assert syncs.covered[str(events)] >= sum(len(line) + 1 for line in lines[:truncation])
+    assert stored.read_text() == big
+    assert syncs.of(session) >= 1
+    assert any(p.startswith(f"{session}/") and p != str(events) for p in syncs.count)
+    assert "truncation" in [e["kind"] for e in await ws.read_events("p")]
+    assert syncs.of(events) == 0
+    # A compaction: the messages it moves out are synced into context.jsonl (and its commit
+    # record) before the call returns; its decisions (compression, summary, projection) ride
+    # unsynced.
+    for n in range(3, 40):
+        history += [*_turn(f"c{n}", f"row {n}: " + "y" * 300)]
+    history.append(Msg(role="user", content="now summarise what failed"))
+    await projector.project(history)
+    kinds = [e["kind"] for e in await ws.read_events("p")]
+    assert "compression" in kinds and "projection" in kinds
+    context = session / "context.jsonl"
+    assert syncs.of(context) >= 1
+    assert syncs.covered[str(context)] == context.stat().st_size
+    assert syncs.of(session / "context.jsonl.commit") >= 1
+    assert syncs.of(events) == 0
+    # The run ends: its lease's release makes the whole record durable.
+    await lease.release()
+    synced_whole(syncs, events, 1)
 
 
 def test_a_process_killed_after_unsynced_records_leaves_every_line(tmp_path: Path) -> None:
@@ -179,3 +221,30 @@ def test_a_process_killed_after_unsynced_records_leaves_every_line(tmp_path: Pat
     lines = (tmp_path / "sessions" / "s" / "events.jsonl").read_text().splitlines()
     assert len(lines) == 400
     assert '"step": 200' in lines[-1] or '"step":200' in lines[-1]
+
+
+async def test_a_release_never_makes_a_removed_session_again_nor_follows_a_planted_link(
+    tmp_path: Path, syncs: Syncs, caplog: pytest.LogCaptureFixture
+) -> None:
+    ws = LocalWorkspace(tmp_path)
+    gone = ws.session_dir("gone")
+    lease = await ws.acquire_lease("gone")
+    await ws.record_event("gone", "compression", tokens=1)
+    shutil.rmtree(gone)  # removed by hand while the run held it
+    await lease.release()
+    assert not gone.exists()
+    # events.jsonl swapped for a link to a file outside: not opened, not synced; the lease
+    # goes all the same, and the warning names the log.
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("{}\n")
+    lease = await ws.acquire_lease("s")
+    await ws.record_event("s", "compression", tokens=1)
+    events = ws.session_dir("s") / "events.jsonl"
+    events.unlink()
+    events.symlink_to(outside)
+    with caplog.at_level(logging.WARNING, logger="ctxoffload"):
+        await lease.release()
+    assert syncs.of(outside) == 0
+    assert "could not sync the record of session 's'" in caplog.text
+    assert str(events) in caplog.text
+    await (await ws.acquire_lease("s")).release()  # the lease was let go

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "DECISION_KINDS",
     "RECORD_KINDS",
+    "UNSYNCED_KINDS",
     "EventKind",
     "Fidelity",
     "MovedLines",
@@ -107,16 +109,33 @@ class EventKind:
 
 RECORD_KINDS = frozenset({EventKind.MESSAGE, EventKind.MODEL_CALL})
 """The kinds that record what a model call was sent (`ctxoffload show --step` rebuilds a
-call from them): what they hold is still in the context when they are written, and nothing
-that leaves it rests on them (what leaves is in context.jsonl or a tool_result file, each
-synced before it leaves, and the compaction's or cut's events that say so are synced too;
-the `context` and `tool_result` events of an offload ride unsynced too, as
-`StoreWorkspace._append_events` says, unless they name data/ files). So an append of only
-these is not synced on its own: it is in events.jsonl at once for every reader and survives
-a killed process, and survives a crash of the machine once the next synced append to
-events.jsonl has returned (an fsync covers all the file was written before it; a compaction
-or an offload makes one before anything leaves the context). This saves an fsync on every
-model call."""
+call from them): what they hold is still in the context when they are written."""
+
+DECISION_KINDS = frozenset(
+    {
+        EventKind.COMPRESSION,
+        EventKind.SUMMARY,
+        EventKind.ARTIFACTS,
+        EventKind.PROJECTION,
+        EventKind.PROJECTION_CUT,
+        EventKind.TRUNCATION,
+    }
+)
+"""The kinds that say what a compaction or a cut decided, written only after what it moved
+out is durable where they say it went (the batch of context.jsonl, the tool_result file, each
+synced before the event is written): the content rests on those files, never on the event."""
+
+UNSYNCED_KINDS = RECORD_KINDS | DECISION_KINDS
+"""The kinds whose lines are appended without an fsync of their own. Such a line is in
+events.jsonl at once for every reader and survives a killed process; it survives a crash of
+the machine once the next synced append to events.jsonl has returned (an fsync covers all the
+file was written before it), or once the run's lease on the session is released
+(`DiskStore.sync_records`), or once the kernel writes it back. What a crash of the machine
+can cost before then is the record, never the content: a restarted projector that misses a
+decision decides again (one more summary call, a file named twice), and `show --step` lacks
+the last calls. This saves the agent's thread an fsync on every model call and on every
+compaction; every other kind (a door's start, a pin, a tool_result naming data/ files, which
+gc keeps by it) is synced before its call returns."""
 
 
 def is_event(value: object) -> bool:

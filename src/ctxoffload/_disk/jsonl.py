@@ -22,8 +22,8 @@ written alone under a plain thread lock: there is no sync to share, what a group
 8 threads with a no-op sync, nothing clear for 2), and a lone writer, the usual case, is
 better served by the plain lock, which costs it about 2 us less per append than the queue.
 
-A batch appended with `sync=False` (the record of a model call in events.jsonl,
-`RECORD_KINDS`) is written the same way but not fsynced, and shares no group: it is in the
+A batch appended with `sync=False` (a model call's record or a compaction's decision in
+events.jsonl, `UNSYNCED_KINDS`) is written the same way but not fsynced, in no group: in the
 file when the call returns, for every reader and across a kill of the process, and on stable
 storage once the next synced append to the same log has returned (an fsync covers all that
 was written to the file before it).

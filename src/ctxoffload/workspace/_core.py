@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._disk.commit import check_line_range, parse_lines
-from .._disk.event_kinds import RECORD_KINDS
+from .._disk.event_kinds import UNSYNCED_KINDS
 from .._disk.events import ContextBatch, ToolResult
 from .._disk.ids import tool_file_stem, validate_session_id
 from .._disk.layout import (
@@ -431,15 +431,15 @@ class StoreWorkspace(AsksForAStore):
     async def _append_events(
         self, session_id: str, lines: list[bytes], kinds: set[str], *, sync: bool = True
     ) -> None:
-        """Append event lines, synced unless every one records a model call (`RECORD_KINDS`)
-        or `sync` is False: an event about content that is synced itself (a batch of
+        """Append event lines, synced unless every one is of a kind that rides unsynced
+        (`UNSYNCED_KINDS`: a model call's record, a compaction's or a cut's decision) or
+        `sync` is False: an event about content that is synced itself (a batch of
         context.jsonl, a tool_result file naming no data/ file), which nothing rests on. Such
         a line is in events.jsonl at once for every reader and survives a killed process; it
         is made durable by the next synced append to events.jsonl (an fsync covers all that
-        was written to the file before it), which a projection makes in the same call when
-        anything leaves the context (its compression or truncation events)."""
+        was written to the file before it) or when the run's lease is released."""
         try:
-            sync = sync and not kinds <= RECORD_KINDS
+            sync = sync and not kinds <= UNSYNCED_KINDS
             await self._files.append(session_id, EVENTS_FILE, lines, sync=sync)
         except OSError as exc:
             if self._files.event_failure_is_fatal(exc):

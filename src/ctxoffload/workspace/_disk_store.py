@@ -99,6 +99,9 @@ class DiskStore:
         # Per log: how many of this store's appends to it may hold a compaction's request or
         # answer (`unread_is_own`).
         self._compact_appends: dict[str, int] = {}
+        # The sessions whose events.jsonl this store appended to without an fsync since its
+        # last synced append (`sync_records`).
+        self._unsynced: set[str] = set()
         # Each session's folder as shown (`_session_shown`): every append names its log by
         # it, and a path joined by pathlib costs 10 us (seven a model call through a door).
         self._sessions_shown: dict[str, str] = {}
@@ -343,7 +346,40 @@ class DiskStore:
             # (counted before it can be read; only the events log is followed)
             self._compact_appends[path] = self._compact_appends.get(path, 0) + 1
         with offload_errors("append to", path), self.session_for_writing(session_id) as dir_fd:
-            return self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit, sync=sync)
+            span = self.jsonl.append(dir_fd, name, path, lines, keys, commit=commit, sync=sync)
+        if name == EVENTS_FILE and self.fsync:
+            # (a synced append covers every line written before it)
+            (self._unsynced.discard if sync else self._unsynced.add)(session_id)
+        return span
+
+    def sync_records(self, session_id: str) -> None:
+        """fsync the session's events.jsonl if this store appended lines to it unsynced
+        (`UNSYNCED_KINDS`) since its last synced append: called when a run's lease on the
+        session is released, so that a run's record is durable when the run ends.
+
+        Raises:
+            OffloadError: the folder or the log cannot be opened or synced.
+        """
+        if session_id not in self._unsynced:
+            return
+        self._unsynced.discard(session_id)
+        path = self.reference(session_id, EVENTS_FILE)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        with offload_errors("sync", path):
+            try:
+                # (never made again: a session purged meanwhile has nothing left to sync)
+                with self.tree(SESSIONS_DIR, create=False) as parent:
+                    folder = open_dir(parent, session_id, path, create=False)
+                    try:
+                        fd = os.open(EVENTS_FILE, flags, dir_fd=folder)
+                    finally:
+                        os.close(folder)
+            except FileNotFoundError:
+                return
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def compact_appends(self, session_id: str, name: str) -> int:
         """How many of this store's appends to the session's log `name` held a line that may

@@ -295,6 +295,11 @@ class LocalWorkspace(CollectedWorkspace):
                 if closer.fd is None:
                     return
                 try:
+                    # The run's record is durable when its lease goes (`UNSYNCED_KINDS`).
+                    self._disk.sync_records(sid)
+                except OffloadError as exc:
+                    logger.warning("could not sync the record of session %r: %s", sid, exc)
+                try:
                     write_lease_record(closer.fd, {**holder, "released": now_iso()})
                 finally:
                     closer.close()

@@ -101,7 +101,7 @@ class SessionFiles(Protocol):
         consecutive lines, whatever other writers append at the same time; their `Span`.
 
         `sync=False`: a record of what the context still holds, which nothing that left it
-        rests on (`RECORD_KINDS`), or of where content synced itself went (an offload's
+        rests on (`UNSYNCED_KINDS`), or of where content synced itself went (an offload's
         `context` or `tool_result` event): a store that syncs each write to stable storage
         may leave this one to the next synced write to the same log. Every reader sees it at once
         either way; a store with nothing to sync ignores it.
