@@ -776,7 +776,11 @@ def test_long_texts_are_counted_once_and_exactly() -> None:
     # Same length, one character different: an exact key, so a fresh count.
     other = text[:-2] + "X\n"
     assert counter.count_text(other) == len(counter._encoding.encode_ordinary(other))
-    # Short texts are not kept; the cache holds at most its budget of characters.
+    # A cut result's head or a summary (a few hundred characters, counted several times a
+    # call) is kept too; a short text is not; the cache holds at most its budget of characters.
+    head = "FAILED tests/test_orders.py::test_quota - OSError: disk quota exceeded\n" * 4
+    assert counter.count_text(head) == len(counter._encoding.encode_ordinary(head))
+    assert counter._counts.get(head) == counter.count_text(head)
     counter.count_text("short")
     assert counter._counts.get("short") is None
     small = _CountCache(max_chars=3 * _CountCache.MIN_CHARS)
