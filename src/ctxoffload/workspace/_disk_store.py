@@ -353,9 +353,8 @@ class DiskStore:
         return span
 
     def sync_records(self, session_id: str) -> None:
-        """fsync the session's events.jsonl if this store appended lines to it unsynced
-        (`UNSYNCED_KINDS`) since its last synced append: called when a run's lease on the
-        session is released, so that a run's record is durable when the run ends.
+        """fsync the session's events.jsonl if this store appended to it unsynced since its
+        last synced append (`UNSYNCED_KINDS`): a run's record is durable when its lease goes.
 
         Raises:
             OffloadError: the folder or the log cannot be opened or synced.
@@ -363,19 +362,12 @@ class DiskStore:
         if session_id not in self._unsynced:
             return
         self._unsynced.discard(session_id)
-        path = self.reference(session_id, EVENTS_FILE)
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-        with offload_errors("sync", path):
-            try:
-                # (never made again: a session purged meanwhile has nothing left to sync)
-                with self.tree(SESSIONS_DIR, create=False) as parent:
-                    folder = open_dir(parent, session_id, path, create=False)
-                    try:
-                        fd = os.open(EVENTS_FILE, flags, dir_fd=folder)
-                    finally:
-                        os.close(folder)
-            except FileNotFoundError:
-                return
+        try:  # (through the reader: a session removed meanwhile is never made again)
+            with self.folder(SESSIONS_DIR, session_id) as folder:
+                fd, _ = folder.open(EVENTS_FILE)
+        except FileNotFoundError:
+            return
+        with offload_errors("sync", self.reference(session_id, EVENTS_FILE)):
             try:
                 os.fsync(fd)
             finally:
