@@ -108,9 +108,9 @@ class _CountCache:
     """Shorter texts are counted each time: a miss of a text this long costs about 1 us (its
     hash, the lock, the entry), its count 10-30 us, and one model call through a door counts
     most texts of 256 to 2,048 characters more than once (a cut result's head when it is cut,
-    added up, and fitted; a summary's text when it is rendered and sent): kept from 2,048
-    characters, a sixth of the characters the LangChain guide's example counts were counts
-    of a text counted before (bench/bench_peers.py at 8,000 tokens)."""
+    added up, and fitted; a summary's text when it is rendered and sent). With texts kept
+    only from 2,048 characters, a sixth of the characters the LangChain guide's example
+    counted at 8,000 tokens (bench/bench_peers.py) were in texts counted before."""
 
     def __init__(self, max_chars: int = 64 << 20) -> None:
         import collections
