@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
+from stat import S_ISREG
 
 from .._disk.commit import iter_lines, readable_end
 from .._disk.layout import (
@@ -25,6 +26,7 @@ from .._disk.layout import (
     is_record,
     is_session_record,
 )
+from .._disk.paths import READ_FLAGS
 from .._disk.read import Folder
 from .._search.engine import Line, search_bytes, search_lines
 from .._search.log import log_search
@@ -35,6 +37,7 @@ from ._access import committed_end, open_in, refusal
 from ._arguments import child_path
 from ._grep_output import GrepQuery, Hit, Printer
 from ._grep_ripgrep import ripgrep_for
+from ._output import PATHS_SHOWN_AS
 from ._output import shown as shown_path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
@@ -89,6 +92,13 @@ class WorkspaceSearch:
         # sessions/, entered once and held while the search lasts: each session's folder is
         # opened in it (no link followed), not from the workdir down again (`close`).
         self._sessions: Folder | None = None
+        # A session's files are read by `_quick_file` where no line needs its writer and
+        # paths are shown as they are (no bucket copied): under `_quick_below` bytes, a file
+        # ripgrep would not search either.
+        self._quick = not query.writers and PATHS_SHOWN_AS.get() is None
+        self._quick_below = _READ_WHOLE
+        if self.fast is not None:
+            self._quick_below = min(_READ_WHOLE, self.fast.from_bytes)
 
     def __enter__(self) -> WorkspaceSearch:
         return self
@@ -135,6 +145,11 @@ class WorkspaceSearch:
             names.append(CONTEXT_FILE)
             if self.query.events:
                 names.append(EVENTS_FILE)
+            if self._quick:
+                quick = self._quick_file
+                for name in names:
+                    quick(folder, name, where, session)
+                return
             # With --writers, each line goes through `emit` with its writer; else a file's
             # lines are printed together (`Printer.lines`).
             emit = _with_writers(folder, self.printer.emit) if self.query.writers else None
@@ -207,6 +222,45 @@ class WorkspaceSearch:
                     yield folder, name, shown_path(child_path(where, name))
                 else:
                     stack.pop()
+
+    def _quick_file(self, folder: Folder, name: str, where: str, session: str) -> None:
+        """`_file` for a file of a session's folder `where` (its path) with no writer to give:
+        the common case at once, a small regular file with one link that is text, read in
+        one call and searched in memory as `_lines` searches it; anything else (a missing
+        file, a link, a special or hard-linked file, one that cannot be opened, a binary or
+        larger file, one that grew) closed again and left to `_file`, which opens it anew
+        and says what it finds, as if this were not tried. What a search of 10,000 small
+        sessions opens 20,000 times, without the calls of `open_in` and `_lines` between."""
+        try:
+            fd = os.open(name, READ_FLAGS, dir_fd=folder.fd)
+        except OSError:
+            self._file(folder, name, child_path(where, name), session, None)
+            return
+        is_log = name == CONTEXT_FILE
+        try:
+            st = os.fstat(fd)
+            # (One link exactly: `linked_elsewhere`'s rule, and no file removed meanwhile.)
+            if (
+                st.st_nlink == 1
+                and S_ISREG(st.st_mode)
+                and st.st_size < (_READ_WHOLE if is_log else self._quick_below)
+            ):
+                whole = os.pread(fd, _READ_WHOLE, 0)
+                if len(whole) < _READ_WHOLE and binary_reason(whole) is None:
+                    path = child_path(where, name)
+                    found: Iterable[Line]
+                    if is_log:
+                        end = readable_end(folder.fd, name, path, fd, len(whole), whole)
+                        if self._search_log is None:
+                            self._search_log = log_search(self.matcher, context=self.query.context)
+                        found = self._search_log(whole[:end].split(b"\n")[:-1])
+                    else:
+                        found = search_bytes(whole, self.matcher, context=self.query.context)
+                    self.printer.lines(path, session, found)
+                    return
+        finally:
+            os.close(fd)
+        self._file(folder, name, child_path(where, name), session, None)
 
     def _refused(self, exc: OSError, where: str) -> None:
         """Say why a folder was not searched, unless it is simply not there (`refusal`)."""
