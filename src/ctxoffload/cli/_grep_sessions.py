@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
-from stat import S_ISREG
 
 from .._disk.commit import iter_lines, readable_end
 from .._disk.layout import (
@@ -26,7 +25,7 @@ from .._disk.layout import (
     is_record,
     is_session_record,
 )
-from .._disk.paths import READ_FLAGS
+from .._disk.paths import open_plain
 from .._disk.read import Folder
 from .._search.engine import Line, search_bytes, search_lines
 from .._search.log import log_search
@@ -224,31 +223,24 @@ class WorkspaceSearch:
                     stack.pop()
 
     def _quick_file(self, folder: Folder, name: str, where: str, session: str) -> None:
-        """`_file` for a file of a session's folder `where` (its path) with no writer to give:
-        the common case at once, a small regular file with one link that is text, read in
-        one call and searched in memory as `_lines` searches it; anything else (a missing
-        file, a link, a special or hard-linked file, one that cannot be opened, a binary or
-        larger file, one that grew) closed again and left to `_file`, which opens it anew
-        and says what it finds, as if this were not tried. What a search of 10,000 small
-        sessions opens 20,000 times, without the calls of `open_in` and `_lines` between."""
-        try:
-            fd = os.open(name, READ_FLAGS, dir_fd=folder.fd)
-        except OSError:
-            self._file(folder, name, child_path(where, name), session, None)
+        """`_file` for a file of a session's folder `where` (its path) with no writer to give
+        and its path shown as it is: a regular file with one link (`open_plain`) that is a
+        small text file, most of a workspace of small sessions, is read in one call and
+        searched in memory at once, as `_lines` searches it; another regular file with one
+        link by `_lines`; anything else is left to `_file`, which opens it again and says
+        why it is not read, as if this were not tried."""
+        path = child_path(where, name)
+        opened = open_plain(folder.fd, name)
+        if opened is None:  # opened again, and refused in `open_in`'s words
+            self._file(folder, name, path, session, None)
             return
-        is_log = name == CONTEXT_FILE
+        fd, st = opened
         try:
-            st = os.fstat(fd)
-            # (One link exactly: `linked_elsewhere`'s rule, and no file removed meanwhile.)
-            if (
-                st.st_nlink == 1
-                and S_ISREG(st.st_mode)
-                and st.st_size < (_READ_WHOLE if is_log else self._quick_below)
-            ):
+            is_log = name == CONTEXT_FILE
+            found: Iterable[Line] | None = None
+            if st.st_size < (_READ_WHOLE if is_log else self._quick_below):
                 whole = os.pread(fd, _READ_WHOLE, 0)
                 if len(whole) < _READ_WHOLE and binary_reason(whole) is None:
-                    path = child_path(where, name)
-                    found: Iterable[Line]
                     if is_log:
                         end = readable_end(folder.fd, name, path, fd, len(whole), whole)
                         if self._search_log is None:
@@ -256,11 +248,11 @@ class WorkspaceSearch:
                         found = self._search_log(whole[:end].split(b"\n")[:-1])
                     else:
                         found = search_bytes(whole, self.matcher, context=self.query.context)
-                    self.printer.lines(path, session, found)
-                    return
+            if found is None:  # (read again, sniffed again: said there when binary)
+                found = self._lines(folder, name, fd, st.st_size, path, session)
+            self.printer.lines(path, session, found)
         finally:
             os.close(fd)
-        self._file(folder, name, child_path(where, name), session, None)
 
     def _refused(self, exc: OSError, where: str) -> None:
         """Say why a folder was not searched, unless it is simply not there (`refusal`)."""
