@@ -185,13 +185,15 @@ def test_the_text_of_a_message_is_its_lines_joined(msgs: list[Msg]) -> None:
 
 _JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet="ab\n\r x", max_size=6),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(
-        st.sampled_from(
-            ["role", "content", "name", "text", "type", "tool_call_id", "tool_calls", "input"]
-        ),
-        inner,
-        max_size=4,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                ["role", "content", "name", "text", "type", "tool_call_id", "tool_calls", "input"]
+            ),
+            inner,
+            max_size=4,
+        )
     ),
     max_leaves=12,
 )
