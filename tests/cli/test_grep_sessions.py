@@ -222,3 +222,16 @@ def test_the_quick_way_keeps_every_safety(tmp_path: Path) -> None:
         "has 2 hard links: it may be shared with a file outside the workspace; not read",
         "has 2 hard links: it may be shared with a file outside the workspace; not read",
     ]
+
+
+def test_the_names_searched_are_judged_by_the_records_rule_however_many() -> None:
+    from ctxoffload._disk.layout import is_session_record
+    from ctxoffload.cli._grep_sessions import _NAMES_KEPT, _SearchedNames
+
+    searched = _SearchedNames()
+    names = [f"tool_result-c{n}.txt" for n in range(_NAMES_KEPT + 50)]
+    records = ["context.jsonl.commit", "events.jsonl", "state.json", ".tmp-tool_result-c1.txt-1"]
+    for _ in range(2):  # judged, then found again (or judged again past the bound)
+        for name in [*names, *records, "context.jsonl"]:
+            assert searched[name] is (name != "context.jsonl" and not is_session_record(name))
+    assert len(searched) == _NAMES_KEPT

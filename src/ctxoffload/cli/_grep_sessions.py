@@ -91,6 +91,7 @@ class WorkspaceSearch:
         # sessions/, entered once and held while the search lasts: each session's folder is
         # opened in it (no link followed), not from the workdir down again (`close`).
         self._sessions: Folder | None = None
+        self._searched_names = _SearchedNames()
         # A session's files are read by `_quick_file` where no line needs its writer and
         # paths are shown as they are (no bucket copied): under `_quick_below` bytes, a file
         # ripgrep would not search either.
@@ -133,11 +134,8 @@ class WorkspaceSearch:
             return
         try:
             try:
-                names = [
-                    name
-                    for name in folder.names()
-                    if name != CONTEXT_FILE and not is_session_record(name)
-                ]
+                searched = self._searched_names
+                names = [name for name in folder.names() if searched[name]]
             except OSError as exc:
                 self._refused(exc, where)
                 return
@@ -337,6 +335,23 @@ class WorkspaceSearch:
         return search_lines(
             os.fdopen(fd, "rb", buffering=0, closefd=False), self.matcher, context=query.context
         )
+
+
+class _SearchedNames(dict[str, bool]):
+    """Whether a name in a session's folder is searched as what its agent stored (not its
+    context.jsonl, searched last, nor a record: `is_session_record`), judged once for each
+    name: the records' names (context.jsonl.commit, events.jsonl, state.json...) come back
+    in every session, and a dict finds them without a call. At most `_NAMES_KEPT` names
+    are kept (a tool result's name is often seen once); the others are judged each time."""
+
+    def __missing__(self, name: str) -> bool:
+        searched = name != CONTEXT_FILE and not is_session_record(name)
+        if len(self) < _NAMES_KEPT:
+            self[name] = searched
+        return searched
+
+
+_NAMES_KEPT = 1024
 
 
 def _with_writers(folder: Folder, emit: Callable[[Hit], None]) -> Callable[[Hit], None]:
