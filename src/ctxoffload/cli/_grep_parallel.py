@@ -13,11 +13,16 @@ matches, files skipped). The parent prints a frame only once it is committed, an
 its own half: a child that dies is replaced by this process searching its sessions from the
 first not committed, and no line is printed twice or lost.
 
-Memory stays bounded: the child blocks on a full pipe (widened to 1 MB where allowed) until
-the parent reads it, so a search that prints much runs at one process's pace instead of
-holding the second half's output; and lines past `_HELD_AT_MOST` bytes since the last commit
-(a big file matching everywhere) end the child's part there, its sessions from the first not
-committed left to the parent, which prints as it goes.
+While it searches its half, the parent takes what the child wrote from the pipe without
+waiting (`_Child.drain`, every `_DRAIN_EVERY` sessions), so a child that prints more than the
+pipe holds does not wait for the parent's half to end before it searches the rest of its own.
+
+Memory stays bounded: the parent holds at most `_DRAINED_AT_MOST` bytes so, and past them the
+child blocks on a full pipe (widened to 1 MB where allowed) until the parent reads it, so a
+search that prints much runs at one process's pace instead of holding the second half's
+output; and lines past `_HELD_AT_MOST` bytes since the last commit (a big file matching
+everywhere) end the child's part there, its sessions from the first not committed left to
+the parent, which prints as it goes.
 
 Used for plain output only (no --json, no -C, whose `--` between hunks depends on the line
 printed before), for an RE2 pattern (Python's `re` runs under an interval timer, which a
@@ -54,6 +59,10 @@ _SEND_AT = 1 << 16
 _PIPE_SIZE = 1 << 20
 # The most one session's output the child holds before it leaves the rest to the parent.
 _HELD_AT_MOST = 8 << 20
+# The most of the child's output the parent takes from the pipe while it searches its own
+# half (`_Child.drain`), and how many of its sessions it searches between two looks.
+_DRAINED_AT_MOST = 8 << 20
+_DRAIN_EVERY = 64
 # How the child's stderr text travels as bytes, and back.
 _ENCODING, _ERRORS = "utf-8", "surrogateescape"
 
@@ -73,8 +82,10 @@ def search_sessions(search: WorkspaceSearch, sessions: list[str], *, parallel: b
             search.session(session)
         return 0
     try:
-        for session in sessions[:half]:
-            search.session(session)
+        for start in range(0, half, _DRAIN_EVERY):
+            for session in sessions[start : min(start + _DRAIN_EVERY, half)]:
+                search.session(session)
+            child.drain()
         done, skipped = child.print_committed()
     except BaseException:
         child.stop()
@@ -121,6 +132,10 @@ class _Child:
         self.pid = pid
         self.pipe = pipe
         self.search = search
+        # What `drain` took from the pipe, not yet printed; read without waiting until
+        # `print_committed`.
+        self.drained = bytearray()
+        os.set_blocking(pipe, False)
 
     @classmethod
     def start(cls, search: WorkspaceSearch, sessions: list[str]) -> _Child | None:
@@ -163,8 +178,11 @@ class _Child:
         stderr = _raw_stderr()
         pending: list[tuple[int, bytes]] = []
         done = matches = skipped = 0
-        buffer = bytearray()
-        while chunk := os.read(self.pipe, _PIPE_SIZE):
+        # What `drain` took first, then the pipe, waited on, to its end.
+        buffer, self.drained = self.drained, bytearray()
+        os.set_blocking(self.pipe, True)
+        chunk = b""
+        while True:
             buffer += chunk
             pos, size = 0, len(buffer)
             while size - pos >= _HEADER:
@@ -186,11 +204,30 @@ class _Child:
                 pending.clear()
                 done, matches, skipped = map(int, payload.split())
             del buffer[:pos]
+            chunk = os.read(self.pipe, _PIPE_SIZE)
+            if not chunk:
+                break
         os.close(self.pipe)
         self.pipe = -1
         self._reap()
         printer.matches += matches
         return done, skipped
+
+    def drain(self) -> None:
+        """Take what the child has written to the pipe, without waiting, while this process
+        searches its own half: a child whose output fills the pipe would otherwise wait for
+        the parent's half to end, and search the rest of its own only then (a workspace of
+        10,000 small sessions printed under a long folder: a tenth of the search's time).
+        At most `_DRAINED_AT_MOST` bytes are held so; past that the child waits, and the
+        search runs at one process's pace instead of holding its output."""
+        while len(self.drained) < _DRAINED_AT_MOST:
+            try:
+                chunk = os.read(self.pipe, _PIPE_SIZE)
+            except BlockingIOError:  # nothing more written yet
+                return
+            if not chunk:  # its end: `print_committed` reads it there too
+                return
+            self.drained += chunk
 
     def stop(self) -> None:
         """End the child (the parent stops on an error or Ctrl-C) and reap it."""
