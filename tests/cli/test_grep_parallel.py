@@ -323,11 +323,29 @@ def fault_too_much(workdir: str) -> None:
     _grep_parallel._HELD_AT_MOST = 100  # less than one session's lines
 
 
+def fault_too_much_said(workdir: str) -> None:
+    """`fault_too_much`, the child's exit status written down beside the workspace."""
+    fault_too_much(workdir)
+    exit_now = os._exit
+
+    def exit_said(status: int) -> None:
+        with open(os.path.join(os.path.dirname(workdir), "child-status"), "w") as f:
+            f.write(str(status))
+        exit_now(status)
+
+    _PATCH.setattr(os, "_exit", exit_said)
+
+
 def test_a_session_printing_more_than_the_child_holds_is_left_to_the_parent(
     hostile: Path, tmp_path: Path
 ) -> None:
-    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault="too_much")
+    """The child stops there, as it was made to (status 0: it did not die of it), and the
+    parent searches the sessions it did not commit."""
+    code, out, forks = _run(
+        tmp_path, 2, "grep", "needle", "--workdir", hostile, fault="too_much_said"
+    )
     assert forks == 1
+    assert (tmp_path / "child-status").read_text() == "0"
     assert (code, out) == _one_process(tmp_path, hostile)
 
 

@@ -270,21 +270,26 @@ class _Frames:
     def __init__(self, pipe: int) -> None:
         self.pipe = pipe
         self.sent = bytearray()  # frames not yet committed and written down the pipe
-        self.out = _HeldOutput(self.sent)  # the child's stdout, up to its next frame
+        self.held = _HeldOutput(self.sent)  # the child's stdout, up to its next frame
+        # Printed into through a buffer (C): the lines of a session reach `held`, in one
+        # call of Python, when `gathered` asks after it, not in one call each.
+        self.out = io.BufferedWriter(self.held, _SEND_AT)
 
     def frame(self, kind: bytes, payload: bytes) -> None:
         self.sent += kind + len(payload).to_bytes(4, "big") + payload
 
     def take_out(self) -> None:
         """Frame the stdout bytes written since the last frame."""
-        if self.out.tell():
-            self.frame(_OUT, self.out.getvalue())
-            self.out.seek(0)
-            self.out.truncate()
+        self.out.flush()
+        held = self.held.data
+        if held:
+            self.frame(_OUT, bytes(held))
+            held.clear()
 
     def gathered(self) -> int:
         """Bytes printed since the last commit."""
-        return self.out.tell() + len(self.sent)
+        self.out.flush()
+        return len(self.held.data) + len(self.sent)
 
     def commit(self, done: int, matches: int, skipped: int) -> None:
         """Commit what was printed up to the end of session number `done`, and send it."""
@@ -301,18 +306,24 @@ class _TooMuchHeld(Exception):
     """One session printed more than the child may hold (`_HELD_AT_MOST`)."""
 
 
-class _HeldOutput(io.BytesIO):
-    """The child's stdout between two frames, refusing to hold, with the frames `sent`
-    gathered since the last commit, more than `_HELD_AT_MOST` bytes."""
+class _HeldOutput(io.RawIOBase):
+    """The child's stdout between two frames (`data`), beneath its buffer, refusing to hold,
+    with the frames `sent` gathered since the last commit, more than `_HELD_AT_MOST` bytes
+    (and the buffer's `_SEND_AT` above it)."""
 
     def __init__(self, sent: bytearray) -> None:
         super().__init__()
         self.sent = sent
+        self.data = bytearray()
+
+    def writable(self) -> bool:
+        return True
 
     def write(self, data: Any) -> int:
-        if self.tell() + len(self.sent) + len(data) > _HELD_AT_MOST:
+        if len(self.data) + len(self.sent) + len(data) > _HELD_AT_MOST:
             raise _TooMuchHeld
-        return super().write(data)
+        self.data += data
+        return len(data)
 
 
 class _FramedStderr(io.StringIO):
@@ -353,7 +364,8 @@ def _search_and_send(search: WorkspaceSearch, sessions: list[str], pipe: int) ->
     for number, session in enumerate(sessions, start=1):
         try:
             search.session(session)
+            gathered = frames.gathered()  # (its buffer emptied: it may hold too much)
         except _TooMuchHeld:  # the parent searches the sessions since the last commit again
             return
-        if number == last or frames.gathered() >= _SEND_AT:
+        if number == last or gathered >= _SEND_AT:
             frames.commit(number, printer.matches, skipped)
