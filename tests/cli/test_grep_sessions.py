@@ -194,10 +194,14 @@ def _searched(workdir: Path, *, quick: bool, pattern: str = "needle") -> tuple[b
     return printer.out.getvalue(), said  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("ripgrep", ["as installed", "python"])
 @pytest.mark.parametrize("pattern", ["needle", "hello", "cleared", "31m", "not utf"])
 def test_the_quick_way_prints_what_the_file_by_file_search_prints(
-    tmp_path: Path, pattern: str
+    tmp_path: Path, pattern: str, ripgrep: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """With ripgrep (the `fast` extra) and without it (`CTXOFFLOAD_GREP=python`)."""
+    if ripgrep == "python":
+        monkeypatch.setenv("CTXOFFLOAD_GREP", "python")
     workdir = _hostile_workspace(tmp_path)
     assert _searched(workdir, quick=True, pattern=pattern) == _searched(
         workdir, quick=False, pattern=pattern
