@@ -183,6 +183,33 @@ def test_the_text_of_a_message_is_its_lines_joined(msgs: list[Msg]) -> None:
             assert message_text(msg) == "\n".join(message_lines(msg))
 
 
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet="ab\n\r x", max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                ["role", "content", "name", "text", "type", "tool_call_id", "tool_calls", "input"]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=examples(300))
+@given(value=_JSON_VALUES)
+def test_the_lines_of_a_message_are_its_pieces_split_at_their_newlines(value: object) -> None:
+    # `message_lines` splits the pieces joined, in C: the same lines as each piece split in
+    # turn (a value with no string to show has no line, not one empty line).
+    import ctxoffload.text as text_module
+
+    pieces = text_module._pieces(value)
+    assert message_lines(value) == [line for piece in pieces for line in piece.split("\n")]
+
+
 @settings(max_examples=examples(200))
 @given(
     arguments=st.dictionaries(

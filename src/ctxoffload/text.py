@@ -379,7 +379,10 @@ def message_lines(message: Any) -> list[str]:
         message: a `Msg`, or the JSON value of a message in any format the workspace stores.
             A value with no `role` is shown as its strings, without a header.
     """
-    return [line for piece in _pieces(message) for line in piece.split("\n")]
+    pieces = _pieces(message)
+    # (Each piece split at its newlines, one after another, is the pieces joined by newlines
+    # split at them: two calls in C, not a loop over the pieces in Python. No piece, no line.)
+    return "\n".join(pieces).split("\n") if pieces else []
 
 
 def message_text(message: Any) -> str:

@@ -139,8 +139,9 @@ def test_two_processes_print_byte_for_byte_what_one_prints(
         assert sum("hard links" in line for line in lines) == 2
 
 
-def test_the_lines_of_each_session_stay_in_order_across_many(tmp_path: Path) -> None:
-    """More output than one frame of the child's, in session order."""
+def _many_lines(tmp_path: Path) -> Path:
+    """300 sessions of 20 lines of 200 bytes and more, each with `needle`: the child's half
+    prints more than a pipe holds."""
     workdir = tmp_path / "ws"
     ws = LocalWorkspace(workdir, fsync=False)
     names = [f"s{n:04d}" for n in range(300)]
@@ -151,6 +152,13 @@ def test_the_lines_of_each_session_stay_in_order_across_many(tmp_path: Path) -> 
             await ws.offload_tool_result(name, ToolResultBlock(id="c1", name="f", output=output))
 
     asyncio.run(fill())
+    return workdir
+
+
+def test_the_lines_of_each_session_stay_in_order_across_many(tmp_path: Path) -> None:
+    """More output than one frame of the child's, in session order."""
+    workdir = _many_lines(tmp_path)
+    names = [f"s{n:04d}" for n in range(300)]
     code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", workdir)
     assert forks == 1 and code == 0
     assert out == _run(tmp_path, 10**9, "grep", "needle", "--workdir", workdir)[1]
@@ -259,15 +267,85 @@ def test_a_child_that_dies_leaves_its_sessions_to_the_parent(
     assert out.count(b"needle in s031") == 1
 
 
+def _ended(pid: int) -> bool:
+    """Whether process `pid` has exited (a zombie not yet reaped)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+
+
+def fault_parent_waits_for_the_child(workdir: str) -> None:
+    """After its half, the parent drains the pipe until the child has ended (a minute at
+    most), and writes down whether it did: a child whose output the parent does not take
+    while it searches waits on the full pipe and never ends before the parent reads it."""
+    _PATCH.setattr(_grep_parallel, "_PIPE_SIZE", 1 << 16)  # a pipe of 64 KB, not 1 MB
+    drain = _grep_parallel._Child.drain
+
+    def drain_until_it_ends(child: Any) -> None:
+        drain(child)
+        deadline = time.monotonic() + 60
+        while not _ended(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+            drain(child)
+        with open(os.path.join(os.path.dirname(workdir), "child-ended"), "w") as f:
+            f.write(str(_ended(child.pid)))
+
+    _PATCH.setattr(_grep_parallel._Child, "drain", drain_until_it_ends)
+
+
+def fault_drains_little(workdir: str) -> None:
+    _PATCH.setattr(_grep_parallel, "_DRAINED_AT_MOST", 1000)  # less than one frame
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
+def test_the_child_ends_while_the_parent_searches_its_half(tmp_path: Path) -> None:
+    """The parent takes the child's output from the pipe while it searches its own half
+    (`_Child.drain`), so a child printing more than the pipe holds is not held up until
+    the parent has done; its lines are printed as one process prints them."""
+    workdir = _many_lines(tmp_path)
+    code, out, forks = _run(
+        tmp_path, 2, "grep", "needle", "--workdir", workdir, fault="parent_waits_for_the_child"
+    )
+    assert (tmp_path / "child-ended").read_text() == "True"
+    assert forks == 1
+    assert (code, out) == _one_process(tmp_path, workdir)
+
+
+def test_the_parent_holds_at_most_so_much_of_the_childs_output(tmp_path: Path) -> None:
+    workdir = _many_lines(tmp_path)
+    code, out, forks = _run(
+        tmp_path, 2, "grep", "needle", "--workdir", workdir, fault="drains_little"
+    )
+    assert forks == 1
+    assert (code, out) == _one_process(tmp_path, workdir)
+
+
 def fault_too_much(workdir: str) -> None:
     _grep_parallel._HELD_AT_MOST = 100  # less than one session's lines
+
+
+def fault_too_much_said(workdir: str) -> None:
+    """`fault_too_much`, the child's exit status written down beside the workspace."""
+    fault_too_much(workdir)
+    exit_now = os._exit
+
+    def exit_said(status: int) -> None:
+        with open(os.path.join(os.path.dirname(workdir), "child-status"), "w") as f:
+            f.write(str(status))
+        exit_now(status)
+
+    _PATCH.setattr(os, "_exit", exit_said)
 
 
 def test_a_session_printing_more_than_the_child_holds_is_left_to_the_parent(
     hostile: Path, tmp_path: Path
 ) -> None:
-    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault="too_much")
+    """The child stops there, as it was made to (status 0: it did not die of it), and the
+    parent searches the sessions it did not commit."""
+    code, out, forks = _run(
+        tmp_path, 2, "grep", "needle", "--workdir", hostile, fault="too_much_said"
+    )
     assert forks == 1
+    assert (tmp_path / "child-status").read_text() == "0"
     assert (code, out) == _one_process(tmp_path, hostile)
 
 

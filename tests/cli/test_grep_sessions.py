@@ -138,3 +138,104 @@ def test_a_search_of_many_sessions_holds_few_descriptors(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(b"\n") == 300
+
+
+def _hostile_workspace(tmp_path: Path) -> Path:
+    """Sessions whose files each ask `WorkspaceSearch._quick_file` to leave them to `_file`,
+    or to read them as `_lines` does: links, hard links, a FIFO, a binary file, an
+    uncommitted batch and a torn line, an escaped letter, terminal escapes, bytes that are
+    not UTF-8."""
+    workdir = tmp_path / "ws"
+    names = ["plain", "link", "hard", "fifo", "binary", "uncommitted", "escaped", "escapes"]
+    needle_sessions(workdir, [*names, "loglink", "loghard"])
+    sessions = workdir / "sessions"
+    outside = tmp_path / "outside.txt"
+    outside.write_text("needle OUTSIDE-9\n")
+    (sessions / "link" / "tool_result-c1.txt").unlink()
+    (sessions / "link" / "tool_result-c1.txt").symlink_to(outside)
+    os.link(sessions / "hard" / "tool_result-c1.txt", tmp_path / "second-name")
+    os.mkfifo(sessions / "fifo" / "tool_result-c2.txt")  # opened without blocking, passed over
+    (sessions / "binary" / "tool_result-c1.txt").write_bytes(b"needle\0BINARY-9\n")
+    log = sessions / "uncommitted" / "context.jsonl"
+    with open(log, "ab") as f:  # a whole batch past the commit record, then a torn line
+        f.write(b'{"role":"user","content":"needle UNCOMMITTED-9"}\n{"role":"user","con')
+    (sessions / "escaped" / "context.jsonl.commit").unlink()  # a log written by hand
+    (sessions / "escaped" / "context.jsonl").write_bytes(
+        b'{"role":"user","content":"h\\u0065llo \\u006eeedle \\u001b[2Jcleared"}\n'
+    )
+    (sessions / "escapes" / "tool_result-c1.txt").write_bytes(
+        b"needle \x1b]0;title\x07 \x1b[31mred\r\nneedle \xff\xfe not utf-8\n"
+    )
+    (sessions / "loglink" / "context.jsonl").rename(tmp_path / "log.jsonl")
+    (sessions / "loglink" / "context.jsonl").symlink_to(tmp_path / "log.jsonl")
+    os.link(sessions / "loghard" / "context.jsonl", tmp_path / "log-second-name")
+    return workdir
+
+
+def _searched(workdir: Path, *, quick: bool, pattern: str = "needle") -> tuple[bytes, list[str]]:
+    """What `WorkspaceSearch` prints for every session, with its quick way or without it."""
+    import io
+
+    from ctxoffload._search.matcher import compile_matcher
+    from ctxoffload.cli._access import session_ids
+    from ctxoffload.cli._grep_output import GrepQuery, Printer
+    from ctxoffload.cli._grep_sessions import WorkspaceSearch
+
+    printer = Printer(False, 2000, 0)
+    printer.out = io.BytesIO()  # type: ignore[assignment]
+    said: list[str] = []
+    printer.note = said.append  # type: ignore[method-assign]
+    matcher = compile_matcher(pattern, backtracking=True, escaped_bytes=True)
+    with WorkspaceSearch(str(workdir), GrepQuery(pattern), matcher, printer, said.append) as s:
+        assert s._quick  # (the way under test)
+        s._quick = quick
+        for session in session_ids(str(workdir)):
+            s.session(session)
+    return printer.out.getvalue(), said  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("ripgrep", ["as installed", "python"])
+@pytest.mark.parametrize("pattern", ["needle", "hello", "cleared", "31m", "not utf"])
+def test_the_quick_way_prints_what_the_file_by_file_search_prints(
+    tmp_path: Path, pattern: str, ripgrep: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ripgrep (the `fast` extra) and without it (`CTXOFFLOAD_GREP=python`)."""
+    if ripgrep == "python":
+        monkeypatch.setenv("CTXOFFLOAD_GREP", "python")
+    workdir = _hostile_workspace(tmp_path)
+    assert _searched(workdir, quick=True, pattern=pattern) == _searched(
+        workdir, quick=False, pattern=pattern
+    )
+
+
+def test_the_quick_way_keeps_every_safety(tmp_path: Path) -> None:
+    workdir = _hostile_workspace(tmp_path)
+    out, said = _searched(workdir, quick=True)
+    sessions = workdir / "sessions"
+    for secret in (b"OUTSIDE-9", b"BINARY-9", b"UNCOMMITTED-9", b"\x1b", b"\x07", b"\r\n"):
+        assert secret not in out
+    assert f"{sessions}/escaped/context.jsonl:1:hello needle \\x1b[2Jcleared\n".encode() in out
+    assert f"{sessions}/escapes/tool_result-c1.txt:1:needle \\x1b]0;title".encode() in out
+    assert b"escapes/tool_result-c1.txt:2:needle \xff\xfe not utf-8\n" in out  # (as grep)
+    assert f"{sessions}/loglink/tool_result-c1.txt:1:needle in loglink\n".encode() in out
+    assert b"loglink/context.jsonl" not in out and b"loghard/context.jsonl" not in out
+    assert b"/hard/tool_result-c1.txt" not in out
+    assert f"{sessions}/uncommitted/context.jsonl:1:needle said in uncommitted\n".encode() in out
+    assert [line.split(": ", 1)[1] for line in said] == [
+        "binary file (NUL bytes in its first 8 KB), not searched",
+        "has 2 hard links: it may be shared with a file outside the workspace; not read",
+        "has 2 hard links: it may be shared with a file outside the workspace; not read",
+    ]
+
+
+def test_the_names_searched_are_judged_by_the_records_rule_however_many() -> None:
+    from ctxoffload._disk.layout import is_session_record
+    from ctxoffload.cli._grep_sessions import _NAMES_KEPT, _SearchedNames
+
+    searched = _SearchedNames()
+    names = [f"tool_result-c{n}.txt" for n in range(_NAMES_KEPT + 50)]
+    records = ["context.jsonl.commit", "events.jsonl", "state.json", ".tmp-tool_result-c1.txt-1"]
+    for _ in range(2):  # judged, then found again (or judged again past the bound)
+        for name in [*names, *records, "context.jsonl"]:
+            assert searched[name] is (name != "context.jsonl" and not is_session_record(name))
+    assert len(searched) == _NAMES_KEPT

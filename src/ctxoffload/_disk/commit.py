@@ -20,7 +20,7 @@ import os
 import time
 
 from .layout import COMMIT_SUFFIX, is_committed_log
-from .paths import open_for_reading
+from .paths import open_for_reading, open_for_reading_stat
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -96,20 +96,31 @@ def decode_commit_record(raw: bytes) -> tuple[int, int] | None:
     The pair is a `CommitRecord`, whose `tail` is the checksum of the log's last bytes before
     the committed end (None in a record of an older version), which `commit_mismatch` checks.
     """
-    import zlib
+    fields = _record_fields(raw)
+    return None if fields is None else CommitRecord(*fields)
 
+
+def _record_fields(raw: bytes) -> tuple[int, int, int | None] | None:
+    """`decode_commit_record`'s fields as a plain tuple, (committed, newlines, tail), for
+    `readable_end`, which needs no `CommitRecord` made for each log it reads."""
     if len(raw) not in (COMMIT_RECORD_SIZE, _OLD_COMMIT_RECORD_SIZE) or not raw.endswith(b"\n"):
         return None
     body, _, crc = raw[:-1].rpartition(b" ")
     try:
-        if int(crc, 16) != zlib.crc32(body):
+        if int(crc, 16) != _crc32(body):
             return None
         fields = body.split(b" ")
         committed, newlines = int(fields[0]), int(fields[1])
         tail = int(fields[2], 16) if len(fields) == 3 else None
     except (ValueError, IndexError):
         return None
-    return CommitRecord(committed, newlines, tail)
+    return committed, newlines, tail
+
+
+def _crc32(data: bytes) -> int:
+    import zlib
+
+    return zlib.crc32(data)
 
 
 def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
@@ -122,8 +133,14 @@ def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
         Refused: the record is a planted link, a special file or hard-linked.
         OffloadError: it cannot be opened (EACCES...).
     """
+    fields = _read_fields(dir_fd, name, shown)
+    return None if fields is None else CommitRecord(*fields)
+
+
+def _read_fields(dir_fd: int, name: str, shown: str) -> tuple[int, int, int | None] | None:
+    """`read_commit`'s record as `_record_fields` gives it."""
     try:
-        fd = open_for_reading(dir_fd, name + COMMIT_SUFFIX, shown + COMMIT_SUFFIX)
+        fd = open_for_reading_stat(dir_fd, name + COMMIT_SUFFIX, shown + COMMIT_SUFFIX)[0]
     except FileNotFoundError:
         return None
     try:
@@ -131,9 +148,9 @@ def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
             raw = os.pread(fd, COMMIT_RECORD_SIZE + 1, 0)
             if not raw:
                 return None
-            record = decode_commit_record(raw)
-            if record is not None:
-                return record
+            fields = _record_fields(raw)
+            if fields is not None:
+                return fields
             time.sleep(0.001)
         return None
     finally:
@@ -163,6 +180,13 @@ def commit_mismatch(
             again.
     """
     committed, lines = record
+    return _mismatch(fd, committed, lines, getattr(record, "tail", None), size, data)
+
+
+def _mismatch(
+    fd: int, committed: int, lines: int, tail: int | None, size: int, data: bytes | None
+) -> str | None:
+    """`commit_mismatch` of a record's fields."""
     if committed > size:
         return f"says {committed:,} bytes are committed but the log holds only {size:,}"
     if committed > 0:
@@ -173,7 +197,6 @@ def commit_mismatch(
             return f"says {committed:,} bytes are committed, which ends in the middle of a line"
     if lines > committed:
         return f"says {lines:,} lines are committed in {committed:,} bytes"
-    tail = getattr(record, "tail", None)
     if tail is not None and tail_checksum(fd, committed, data) != tail:
         return (
             "was written for other bytes than the log holds before its end (a record "
@@ -218,12 +241,12 @@ def readable_end(
     if not is_committed_log(name):
         return size
     try:
-        record = read_commit(dir_fd, name, shown)
+        fields = _read_fields(dir_fd, name, shown)
     except OSError:  # Refused and OffloadError are OSErrors too
         return size
-    if record is None or commit_mismatch(fd, record, size, data) is not None:
+    if fields is None or _mismatch(fd, *fields, size, data) is not None:
         return size
-    return record[0]
+    return fields[0]
 
 
 # -- lines and JSON lines ---------------------------------------------------------------------

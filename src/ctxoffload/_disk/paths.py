@@ -414,6 +414,28 @@ def open_for_reading_stat(dir_fd: int, name: str, shown: str) -> tuple[int, os.s
         raise
 
 
+def open_plain(dir_fd: int, name: str) -> tuple[int, os.stat_result] | None:
+    """`open_for_reading_stat` of the common file only, at the cost of its open and `fstat`
+    alone: `(descriptor, status)` of a regular file with one link, opened without following
+    a link; None for anything else (missing, a link, a special or hard-linked file, one that
+    cannot be opened), closed again, for the caller to open through
+    `open_for_reading_stat`, which says why (a search of many small files opens most of
+    them here)."""
+    try:
+        fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if stat.S_ISREG(st.st_mode) and not linked_elsewhere(st):
+        return fd, st
+    os.close(fd)
+    return None
+
+
 def verify_settled(fd: int, shown: str) -> os.stat_result:
     """`verify_file`, looking again for up to 20 ms while the file has a second link.
 

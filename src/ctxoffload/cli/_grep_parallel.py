@@ -13,11 +13,16 @@ matches, files skipped). The parent prints a frame only once it is committed, an
 its own half: a child that dies is replaced by this process searching its sessions from the
 first not committed, and no line is printed twice or lost.
 
-Memory stays bounded: the child blocks on a full pipe (widened to 1 MB where allowed) until
-the parent reads it, so a search that prints much runs at one process's pace instead of
-holding the second half's output; and lines past `_HELD_AT_MOST` bytes since the last commit
-(a big file matching everywhere) end the child's part there, its sessions from the first not
-committed left to the parent, which prints as it goes.
+While it searches its half, the parent takes what the child wrote from the pipe without
+waiting (`_Child.drain`, every `_DRAIN_EVERY` sessions), so a child that prints more than the
+pipe holds does not wait for the parent's half to end before it searches the rest of its own.
+
+Memory stays bounded: the parent holds at most `_DRAINED_AT_MOST` bytes so, and past them the
+child blocks on a full pipe (widened to 1 MB where allowed) until the parent reads it, so a
+search that prints much runs at one process's pace instead of holding the second half's
+output; and lines past `_HELD_AT_MOST` bytes since the last commit (a big file matching
+everywhere) end the child's part there, its sessions from the first not committed left to
+the parent, which prints as it goes.
 
 Used for plain output only (no --json, no -C, whose `--` between hunks depends on the line
 printed before), for an RE2 pattern (Python's `re` runs under an interval timer, which a
@@ -54,6 +59,10 @@ _SEND_AT = 1 << 16
 _PIPE_SIZE = 1 << 20
 # The most one session's output the child holds before it leaves the rest to the parent.
 _HELD_AT_MOST = 8 << 20
+# The most of the child's output the parent takes from the pipe while it searches its own
+# half (`_Child.drain`), and how many of its sessions it searches between two looks.
+_DRAINED_AT_MOST = 8 << 20
+_DRAIN_EVERY = 64
 # How the child's stderr text travels as bytes, and back.
 _ENCODING, _ERRORS = "utf-8", "surrogateescape"
 
@@ -73,8 +82,10 @@ def search_sessions(search: WorkspaceSearch, sessions: list[str], *, parallel: b
             search.session(session)
         return 0
     try:
-        for session in sessions[:half]:
-            search.session(session)
+        for start in range(0, half, _DRAIN_EVERY):
+            for session in sessions[start : min(start + _DRAIN_EVERY, half)]:
+                search.session(session)
+            child.drain()
         done, skipped = child.print_committed()
     except BaseException:
         child.stop()
@@ -121,6 +132,10 @@ class _Child:
         self.pid = pid
         self.pipe = pipe
         self.search = search
+        # What `drain` took from the pipe, not yet printed; read without waiting until
+        # `print_committed`.
+        self.drained = bytearray()
+        os.set_blocking(pipe, False)
 
     @classmethod
     def start(cls, search: WorkspaceSearch, sessions: list[str]) -> _Child | None:
@@ -163,8 +178,11 @@ class _Child:
         stderr = _raw_stderr()
         pending: list[tuple[int, bytes]] = []
         done = matches = skipped = 0
-        buffer = bytearray()
-        while chunk := os.read(self.pipe, _PIPE_SIZE):
+        # What `drain` took first, then the pipe, waited on, to its end.
+        buffer, self.drained = self.drained, bytearray()
+        os.set_blocking(self.pipe, True)
+        chunk = b""
+        while True:
             buffer += chunk
             pos, size = 0, len(buffer)
             while size - pos >= _HEADER:
@@ -186,11 +204,30 @@ class _Child:
                 pending.clear()
                 done, matches, skipped = map(int, payload.split())
             del buffer[:pos]
+            chunk = os.read(self.pipe, _PIPE_SIZE)
+            if not chunk:
+                break
         os.close(self.pipe)
         self.pipe = -1
         self._reap()
         printer.matches += matches
         return done, skipped
+
+    def drain(self) -> None:
+        """Take what the child has written to the pipe, without waiting, while this process
+        searches its own half: a child whose output fills the pipe would otherwise wait for
+        the parent's half to end, and search the rest of its own only then (a workspace of
+        10,000 small sessions printed under a long folder: a tenth of the search's time).
+        At most `_DRAINED_AT_MOST` bytes are held so; past that the child waits, and the
+        search runs at one process's pace instead of holding its output."""
+        while len(self.drained) < _DRAINED_AT_MOST:
+            try:
+                chunk = os.read(self.pipe, _PIPE_SIZE)
+            except BlockingIOError:  # nothing more written yet
+                return
+            if not chunk:  # its end: `print_committed` reads it there too
+                return
+            self.drained += chunk
 
     def stop(self) -> None:
         """End the child (the parent stops on an error or Ctrl-C) and reap it."""
@@ -233,21 +270,26 @@ class _Frames:
     def __init__(self, pipe: int) -> None:
         self.pipe = pipe
         self.sent = bytearray()  # frames not yet committed and written down the pipe
-        self.out = _HeldOutput(self.sent)  # the child's stdout, up to its next frame
+        self.held = _HeldOutput(self.sent)  # the child's stdout, up to its next frame
+        # Printed into through a buffer (C): the lines of a session reach `held`, in one
+        # call of Python, when `gathered` asks after it, not in one call each.
+        self.out = io.BufferedWriter(self.held, _SEND_AT)
 
     def frame(self, kind: bytes, payload: bytes) -> None:
         self.sent += kind + len(payload).to_bytes(4, "big") + payload
 
     def take_out(self) -> None:
         """Frame the stdout bytes written since the last frame."""
-        if self.out.tell():
-            self.frame(_OUT, self.out.getvalue())
-            self.out.seek(0)
-            self.out.truncate()
+        self.out.flush()
+        held = self.held.data
+        if held:
+            self.frame(_OUT, bytes(held))
+            held.clear()
 
     def gathered(self) -> int:
         """Bytes printed since the last commit."""
-        return self.out.tell() + len(self.sent)
+        self.out.flush()
+        return len(self.held.data) + len(self.sent)
 
     def commit(self, done: int, matches: int, skipped: int) -> None:
         """Commit what was printed up to the end of session number `done`, and send it."""
@@ -264,18 +306,24 @@ class _TooMuchHeld(Exception):
     """One session printed more than the child may hold (`_HELD_AT_MOST`)."""
 
 
-class _HeldOutput(io.BytesIO):
-    """The child's stdout between two frames, refusing to hold, with the frames `sent`
-    gathered since the last commit, more than `_HELD_AT_MOST` bytes."""
+class _HeldOutput(io.RawIOBase):
+    """The child's stdout between two frames (`data`), beneath its buffer, refusing to hold,
+    with the frames `sent` gathered since the last commit, more than `_HELD_AT_MOST` bytes
+    (and the buffer's `_SEND_AT` above it)."""
 
     def __init__(self, sent: bytearray) -> None:
         super().__init__()
         self.sent = sent
+        self.data = bytearray()
+
+    def writable(self) -> bool:
+        return True
 
     def write(self, data: Any) -> int:
-        if self.tell() + len(self.sent) + len(data) > _HELD_AT_MOST:
+        if len(self.data) + len(self.sent) + len(data) > _HELD_AT_MOST:
             raise _TooMuchHeld
-        return super().write(data)
+        self.data += data
+        return len(data)
 
 
 class _FramedStderr(io.StringIO):
@@ -316,7 +364,8 @@ def _search_and_send(search: WorkspaceSearch, sessions: list[str], pipe: int) ->
     for number, session in enumerate(sessions, start=1):
         try:
             search.session(session)
+            gathered = frames.gathered()  # (its buffer emptied: it may hold too much)
         except _TooMuchHeld:  # the parent searches the sessions since the last commit again
             return
-        if number == last or frames.gathered() >= _SEND_AT:
+        if number == last or gathered >= _SEND_AT:
             frames.commit(number, printer.matches, skipped)

@@ -25,6 +25,7 @@ from .._disk.layout import (
     is_record,
     is_session_record,
 )
+from .._disk.paths import open_plain
 from .._disk.read import Folder
 from .._search.engine import Line, search_bytes, search_lines
 from .._search.log import log_search
@@ -35,6 +36,7 @@ from ._access import committed_end, open_in, refusal
 from ._arguments import child_path
 from ._grep_output import GrepQuery, Hit, Printer
 from ._grep_ripgrep import ripgrep_for
+from ._output import PATHS_SHOWN_AS
 from ._output import shown as shown_path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
@@ -89,6 +91,14 @@ class WorkspaceSearch:
         # sessions/, entered once and held while the search lasts: each session's folder is
         # opened in it (no link followed), not from the workdir down again (`close`).
         self._sessions: Folder | None = None
+        self._searched_names = _SearchedNames()
+        # A session's files are read by `_quick_file` where no line needs its writer and
+        # paths are shown as they are (no bucket copied): under `_quick_below` bytes, a file
+        # ripgrep would not search either.
+        self._quick = not query.writers and PATHS_SHOWN_AS.get() is None
+        self._quick_below = _READ_WHOLE
+        if self.fast is not None:
+            self._quick_below = min(_READ_WHOLE, self.fast.from_bytes)
 
     def __enter__(self) -> WorkspaceSearch:
         return self
@@ -124,17 +134,19 @@ class WorkspaceSearch:
             return
         try:
             try:
-                names = [
-                    name
-                    for name in folder.names()
-                    if name != CONTEXT_FILE and not is_session_record(name)
-                ]
+                searched = self._searched_names
+                names = [name for name in folder.names() if searched[name]]
             except OSError as exc:
                 self._refused(exc, where)
                 return
             names.append(CONTEXT_FILE)
             if self.query.events:
                 names.append(EVENTS_FILE)
+            if self._quick:
+                quick = self._quick_file
+                for name in names:
+                    quick(folder, name, where, session)
+                return
             # With --writers, each line goes through `emit` with its writer; else a file's
             # lines are printed together (`Printer.lines`).
             emit = _with_writers(folder, self.printer.emit) if self.query.writers else None
@@ -207,6 +219,38 @@ class WorkspaceSearch:
                     yield folder, name, shown_path(child_path(where, name))
                 else:
                     stack.pop()
+
+    def _quick_file(self, folder: Folder, name: str, where: str, session: str) -> None:
+        """`_file` for a file of a session's folder `where` (its path) with no writer to give
+        and its path shown as it is: a regular file with one link (`open_plain`) that is a
+        small text file, most of a workspace of small sessions, is read in one call and
+        searched in memory at once, as `_lines` searches it; another regular file with one
+        link by `_lines`; anything else is left to `_file`, which opens it again and says
+        why it is not read, as if this were not tried."""
+        path = child_path(where, name)
+        opened = open_plain(folder.fd, name)
+        if opened is None:  # opened again, and refused in `open_in`'s words
+            self._file(folder, name, path, session, None)
+            return
+        fd, st = opened
+        try:
+            is_log = name == CONTEXT_FILE
+            found: Iterable[Line] | None = None
+            if st.st_size < (_READ_WHOLE if is_log else self._quick_below):
+                whole = os.pread(fd, _READ_WHOLE, 0)
+                if len(whole) < _READ_WHOLE and binary_reason(whole) is None:
+                    if is_log:
+                        end = readable_end(folder.fd, name, path, fd, len(whole), whole)
+                        if self._search_log is None:
+                            self._search_log = log_search(self.matcher, context=self.query.context)
+                        found = self._search_log(whole[:end].split(b"\n")[:-1])
+                    else:
+                        found = search_bytes(whole, self.matcher, context=self.query.context)
+            if found is None:  # (read again, sniffed again: said there when binary)
+                found = self._lines(folder, name, fd, st.st_size, path, session)
+            self.printer.lines(path, session, found)
+        finally:
+            os.close(fd)
 
     def _refused(self, exc: OSError, where: str) -> None:
         """Say why a folder was not searched, unless it is simply not there (`refusal`)."""
@@ -291,6 +335,23 @@ class WorkspaceSearch:
         return search_lines(
             os.fdopen(fd, "rb", buffering=0, closefd=False), self.matcher, context=query.context
         )
+
+
+class _SearchedNames(dict[str, bool]):
+    """Whether a name in a session's folder is searched as what its agent stored (not its
+    context.jsonl, searched last, nor a record: `is_session_record`), judged once for each
+    name: the records' names (context.jsonl.commit, events.jsonl, state.json...) come back
+    in every session, and a dict finds them without a call. At most `_NAMES_KEPT` names
+    are kept (a tool result's name is often seen once); the others are judged each time."""
+
+    def __missing__(self, name: str) -> bool:
+        searched = name != CONTEXT_FILE and not is_session_record(name)
+        if len(self) < _NAMES_KEPT:
+            self[name] = searched
+        return searched
+
+
+_NAMES_KEPT = 1024
 
 
 def _with_writers(folder: Folder, emit: Callable[[Hit], None]) -> Callable[[Hit], None]:
