@@ -92,13 +92,9 @@ class WorkspaceSearch:
         # opened in it (no link followed), not from the workdir down again (`close`).
         self._sessions: Folder | None = None
         self._searched_names = _SearchedNames()
-        # A session's files are read by `_quick_file` where no line needs its writer and
-        # paths are shown as they are (no bucket copied): under `_quick_below` bytes, a file
-        # ripgrep would not search either.
+        # A session's files are opened by `_quick_file` where no line needs its writer and
+        # paths are shown as they are (no bucket copied).
         self._quick = not query.writers and PATHS_SHOWN_AS.get() is None
-        self._quick_below = _READ_WHOLE
-        if self.fast is not None:
-            self._quick_below = min(_READ_WHOLE, self.fast.from_bytes)
 
     def __enter__(self) -> WorkspaceSearch:
         return self
@@ -222,11 +218,10 @@ class WorkspaceSearch:
 
     def _quick_file(self, folder: Folder, name: str, where: str, session: str) -> None:
         """`_file` for a file of a session's folder `where` (its path) with no writer to give
-        and its path shown as it is: a regular file with one link (`open_plain`) that is a
-        small text file, most of a workspace of small sessions, is read in one call and
-        searched in memory at once, as `_lines` searches it; another regular file with one
-        link by `_lines`; anything else is left to `_file`, which opens it again and says
-        why it is not read, as if this were not tried."""
+        and its path shown as it is: a regular file with one link (`open_plain`), most of a
+        workspace of small sessions, is searched by `_lines` without `open_in`'s checks;
+        anything else is left to `_file`, which opens it again and says why it is not read,
+        as if this were not tried."""
         path = child_path(where, name)
         opened = open_plain(folder.fd, name)
         if opened is None:  # opened again, and refused in `open_in`'s words
@@ -234,21 +229,9 @@ class WorkspaceSearch:
             return
         fd, st = opened
         try:
-            is_log = name == CONTEXT_FILE
-            found: Iterable[Line] | None = None
-            if st.st_size < (_READ_WHOLE if is_log else self._quick_below):
-                whole = os.pread(fd, _READ_WHOLE, 0)
-                if len(whole) < _READ_WHOLE and binary_reason(whole) is None:
-                    if is_log:
-                        end = readable_end(folder.fd, name, path, fd, len(whole), whole)
-                        if self._search_log is None:
-                            self._search_log = log_search(self.matcher, context=self.query.context)
-                        found = self._search_log(whole[:end].split(b"\n")[:-1])
-                    else:
-                        found = search_bytes(whole, self.matcher, context=self.query.context)
-            if found is None:  # (read again, sniffed again: said there when binary)
-                found = self._lines(folder, name, fd, st.st_size, path, session)
-            self.printer.lines(path, session, found)
+            self.printer.lines(
+                path, session, self._lines(folder, name, fd, st.st_size, path, session)
+            )
         finally:
             os.close(fd)
 
