@@ -172,25 +172,37 @@ def _hostile_workspace(tmp_path: Path) -> Path:
     return workdir
 
 
-def _searched(workdir: Path, *, quick: bool, pattern: str = "needle") -> tuple[bytes, list[str]]:
-    """What `WorkspaceSearch` prints for every session, with its quick way or without it."""
+def _searched(
+    workdir: Path,
+    *,
+    quick: bool,
+    pattern: str = "needle",
+    shown_as: Callable[[str], str] | None = None,
+) -> tuple[bytes, list[str]]:
+    """What `WorkspaceSearch` prints for every session, with its quick way or without it;
+    `shown_as`: how paths are shown (`PATHS_SHOWN_AS`, which every command's run sets)."""
     import io
 
     from ctxoffload._search.matcher import compile_matcher
     from ctxoffload.cli._access import session_ids
     from ctxoffload.cli._grep_output import GrepQuery, Printer
     from ctxoffload.cli._grep_sessions import WorkspaceSearch
+    from ctxoffload.cli._output import PATHS_SHOWN_AS
 
     printer = Printer(False, 2000, 0)
     printer.out = io.BytesIO()  # type: ignore[assignment]
     said: list[str] = []
     printer.note = said.append  # type: ignore[method-assign]
     matcher = compile_matcher(pattern, backtracking=True, escaped_bytes=True)
-    with WorkspaceSearch(str(workdir), GrepQuery(pattern), matcher, printer, said.append) as s:
-        assert s._quick  # (the way under test)
-        s._quick = quick
-        for session in session_ids(str(workdir)):
-            s.session(session)
+    token = PATHS_SHOWN_AS.set(shown_as)
+    try:
+        with WorkspaceSearch(str(workdir), GrepQuery(pattern), matcher, printer, said.append) as s:
+            assert s._quick  # (the way under test)
+            s._quick = quick
+            for session in session_ids(str(workdir)):
+                s.session(session)
+    finally:
+        PATHS_SHOWN_AS.reset(token)
     return printer.out.getvalue(), said  # type: ignore[attr-defined]
 
 
@@ -206,6 +218,23 @@ def test_the_quick_way_prints_what_the_file_by_file_search_prints(
     assert _searched(workdir, quick=True, pattern=pattern) == _searched(
         workdir, quick=False, pattern=pattern
     )
+
+
+def test_the_quick_way_is_taken_where_paths_are_shown_otherwise(tmp_path: Path) -> None:
+    """Every command's run says how paths are shown (`main`: a bucket's copy as its URI), so
+    the quick way is taken then too, and shows each path as the file-by-file search does."""
+    workdir = _hostile_workspace(tmp_path)
+    local = f"{workdir}/"
+
+    def as_uri(path: str) -> str:  # (as `BucketCopies.display` spells a path in a copy)
+        return "s3://bucket/" + path[len(local) :] if path.startswith(local) else path
+
+    quick = _searched(workdir, quick=True, shown_as=as_uri)
+    assert quick == _searched(workdir, quick=False, shown_as=as_uri)
+    out, said = quick
+    assert b"s3://bucket/sessions/plain/tool_result-c1.txt:1:needle in plain\n" in out
+    assert local.encode() not in out
+    assert said and all("s3://bucket/sessions/" in line for line in said)
 
 
 def test_the_quick_way_keeps_every_safety(tmp_path: Path) -> None:

@@ -36,7 +36,6 @@ from ._access import committed_end, open_in, refusal
 from ._arguments import child_path
 from ._grep_output import GrepQuery, Hit, Printer
 from ._grep_ripgrep import ripgrep_for
-from ._output import PATHS_SHOWN_AS
 from ._output import shown as shown_path
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
@@ -92,9 +91,8 @@ class WorkspaceSearch:
         # opened in it (no link followed), not from the workdir down again (`close`).
         self._sessions: Folder | None = None
         self._searched_names = _SearchedNames()
-        # A session's files are opened by `_quick_file` where no line needs its writer and
-        # paths are shown as they are (no bucket copied).
-        self._quick = not query.writers and PATHS_SHOWN_AS.get() is None
+        # A session's files are opened by `_quick_file` where no line needs its writer.
+        self._quick = not query.writers
 
     def __enter__(self) -> WorkspaceSearch:
         return self
@@ -139,9 +137,11 @@ class WorkspaceSearch:
             if self.query.events:
                 names.append(EVENTS_FILE)
             if self._quick:
-                quick = self._quick_file
+                # The folder shown once (a bucket's copy as its URI): a file's path as shown
+                # is its name below it, as `shown` would spell the file's own path.
+                shown_where, quick = shown_path(where), self._quick_file
                 for name in names:
-                    quick(folder, name, where, session)
+                    quick(folder, name, shown_where, session)
                 return
             # With --writers, each line goes through `emit` with its writer; else a file's
             # lines are printed together (`Printer.lines`).
@@ -217,11 +217,11 @@ class WorkspaceSearch:
                     stack.pop()
 
     def _quick_file(self, folder: Folder, name: str, where: str, session: str) -> None:
-        """`_file` for a file of a session's folder `where` (its path) with no writer to give
-        and its path shown as it is: a regular file with one link (`open_plain`), most of a
-        workspace of small sessions, is searched by `_lines` without `open_in`'s checks;
-        anything else is left to `_file`, which opens it again and says why it is not read,
-        as if this were not tried."""
+        """`_file` for a file of a session's folder (`where`: its path as shown) with no
+        writer to give: a regular file with one link (`open_plain`), most of a workspace of
+        small sessions, is searched by `_lines` without `open_in`'s checks; anything else is
+        left to `_file`, which opens it again and says why it is not read, as if this were
+        not tried."""
         path = child_path(where, name)
         opened = open_plain(folder.fd, name)
         if opened is None:  # opened again, and refused in `open_in`'s words
