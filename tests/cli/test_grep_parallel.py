@@ -349,6 +349,86 @@ def test_a_session_printing_more_than_the_child_holds_is_left_to_the_parent(
     assert (code, out) == _one_process(tmp_path, hostile)
 
 
+def _taken_over(workdir: str, *, dies: bool = False, holds: int = 0) -> None:
+    """The child slow (50 ms a session), asked every session and leaving as few as one:
+    the parent, done with its half first, takes over the second half of what the child has
+    left. Each process writes down the sessions it searches (`searched`, beside the
+    workspace). `dies`: the child dies at the first session after it answered; `holds`: the
+    parent holds at most so many bytes of the sessions it took over."""
+    _grep_parallel._ASKED_EVERY = 1
+    _grep_parallel._TAKEN_AT_LEAST = 1
+    parent, session, answer, fork = (
+        os.getpid(),
+        WorkspaceSearch.session,
+        _grep_parallel._answer,
+        os.fork,
+    )
+    searched = os.path.join(os.path.dirname(workdir), "searched")
+    answered: list[int] = []
+
+    def slow_session(self: WorkspaceSearch, name: str) -> None:
+        if os.getpid() != parent:
+            if answered and dies:
+                os._exit(9)
+            time.sleep(0.05)
+        with open(searched, "a") as f:
+            f.write(f"{os.getpid() == parent} {name}\n")
+        session(self, name)
+
+    def said_answer(asked: int, *rest: Any) -> tuple[int, int]:
+        last, still_asked = answer(asked, *rest)
+        if still_asked < 0:
+            answered.append(last)
+        return last, still_asked
+
+    def forked() -> int:
+        pid = fork()
+        if pid and holds:
+            _grep_parallel._HELD_AT_MOST = holds
+        return pid
+
+    _PATCH.setattr(WorkspaceSearch, "session", slow_session)
+    _PATCH.setattr(_grep_parallel, "_answer", said_answer)
+    _PATCH.setattr(os, "fork", forked)
+
+
+def fault_taken_over(workdir: str) -> None:
+    _taken_over(workdir)
+
+
+def fault_taken_over_dies(workdir: str) -> None:
+    _taken_over(workdir, dies=True)
+
+
+def fault_taken_over_holds_little(workdir: str) -> None:
+    _taken_over(workdir, holds=100)  # less than one session's lines
+
+
+@pytest.mark.parametrize("fault", ["taken_over", "taken_over_dies", "taken_over_holds_little"])
+def test_a_parent_done_first_takes_over_the_rest_of_the_childs_sessions(
+    hostile: Path, tmp_path: Path, fault: str
+) -> None:
+    """The parent searches some of the child's sessions itself; each session is searched
+    once (a child that dies past its answer leaves the parent those it did not finish), and
+    the lines are those one process prints, in its order (the parent's held lines printed
+    after the child's; past what it may hold, searched once the child's are printed)."""
+    code, out, forks = _run(tmp_path, 2, "grep", "needle", "--workdir", hostile, fault=fault)
+    assert forks == 1
+    assert (code, out) == _one_process(tmp_path, hostile)
+    searched = [line.split() for line in (tmp_path / "searched").read_text().splitlines()]
+    listed = [name for name in SESSIONS[20:] if name != "s029"]  # (s029: a link, not listed)
+    theirs = [name for by_parent, name in searched if name >= "s020"]
+    taken = [name for by_parent, name in searched if by_parent == "True" and name >= "s020"]
+    assert "s039" in taken
+    if fault == "taken_over":
+        assert sorted(theirs) == listed  # each once
+        assert taken == listed[-len(taken) :] and len(taken) < len(listed)  # the last ones
+    else:  # (those not committed by the child, or not held by the parent, searched again)
+        assert set(theirs) == set(listed)
+    if fault == "taken_over_holds_little":  # held, then searched again once printing
+        assert len(set(taken)) < len(taken)
+
+
 def _refused(*args: Any) -> Any:
     raise OSError(errno.EMFILE, "refused")
 

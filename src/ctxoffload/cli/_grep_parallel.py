@@ -17,12 +17,20 @@ While it searches its half, the parent takes what the child wrote from the pipe 
 waiting (`_Child.drain`, every `_DRAIN_EVERY` sessions), so a child that prints more than the
 pipe holds does not wait for the parent's half to end before it searches the rest of its own.
 
+The halves seldom take the same time (the machine is shared, the sessions differ): a parent
+done first asks the child (`_Child.take_over`, through a second pipe the child looks at every
+`_ASKED_EVERY` sessions) to leave it the second half of the sessions the child has not
+searched yet. The child says where it stops (`_STOP`) and stops there; the parent searches
+the rest, its lines framed and held in memory as the child's are (`_search_held`), and
+prints them after the child's. A child that ends, or has few sessions left, leaves none.
+
 Memory stays bounded: the parent holds at most `_DRAINED_AT_MOST` bytes so, and past them the
 child blocks on a full pipe (widened to 1 MB where allowed) until the parent reads it, so a
 search that prints much runs at one process's pace instead of holding the second half's
 output; and lines past `_HELD_AT_MOST` bytes since the last commit (a big file matching
 everywhere) end the child's part there, its sessions from the first not committed left to
-the parent, which prints as it goes.
+the parent, which prints as it goes. The parent holds at most as much of the sessions it took
+over; past that, it searches the rest of them once the child's lines are printed.
 
 Used for plain output only (no --json, no -C, whose `--` between hunks depends on the line
 printed before), for an RE2 pattern (Python's `re` runs under an interval timer, which a
@@ -42,7 +50,10 @@ from ._output import InertStream, raw_stream
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
+
+    from ._grep_output import Printer
 
 __all__ = ["PARALLEL_FROM", "search_sessions"]
 
@@ -51,7 +62,8 @@ PARALLEL_FROM = 256
 about 2 ms, a few hundred small sessions' search."""
 
 # Frame kinds: a frame is its kind, its payload's length (4 bytes, big-endian), its payload.
-_OUT, _ERR, _DONE = b"o", b"e", b"d"
+# `_STOP` is the child's answer to the parent taking over (written as soon as it is asked).
+_OUT, _ERR, _DONE, _STOP = b"o", b"e", b"d", b"s"
 _HEADER = 5
 # Bytes the child gathers before it commits them and writes them down the pipe (one write
 # and two frames for many sessions, not for each).
@@ -63,6 +75,10 @@ _HELD_AT_MOST = 8 << 20
 # half (`_Child.drain`), and how many of its sessions it searches between two looks.
 _DRAINED_AT_MOST = 8 << 20
 _DRAIN_EVERY = 64
+# How many sessions the child searches between two looks at whether the parent asks to take
+# over (one read a look), and the fewest it leaves: fewer are not worth holding lines for.
+_ASKED_EVERY = 8
+_TAKEN_AT_LEAST = 16
 # How the child's stderr text travels as bytes, and back.
 _ENCODING, _ERRORS = "utf-8", "surrogateescape"
 
@@ -76,7 +92,8 @@ def search_sessions(search: WorkspaceSearch, sessions: list[str], *, parallel: b
         parent's count does not see them.
     """
     half = len(sessions) // 2
-    child = _Child.start(search, sessions[half:]) if parallel and _worth_two(sessions) else None
+    theirs = sessions[half:]
+    child = _Child.start(search, theirs) if parallel and _worth_two(sessions) else None
     if child is None:
         for session in sessions:
             search.session(session)
@@ -86,12 +103,20 @@ def search_sessions(search: WorkspaceSearch, sessions: list[str], *, parallel: b
             for session in sessions[start : min(start + _DRAIN_EVERY, half)]:
                 search.session(session)
             child.drain()
+        stop = child.take_over()  # the child's sessions from `stop` are searched here
+        held = _search_held(search, theirs[stop:], child) if stop < len(theirs) else None
         done, skipped = child.print_committed()
     except BaseException:
         child.stop()
         raise
-    for session in sessions[half + done :]:  # the child's, from the first it did not finish
+    for session in theirs[done:stop]:  # the child's, from the first it did not finish
         search.session(session)
+    if held is not None:
+        printed = _FramePrinter(search.printer)
+        printed.feed(held)
+        skipped += printed.skipped
+        for session in theirs[stop + printed.done :]:  # those it held no lines of
+            search.session(session)
     return skipped
 
 
@@ -128,23 +153,34 @@ def _busy(cpus: int) -> bool:
 class _Child:
     """The forked process searching the second half, and the read end of its pipe."""
 
-    def __init__(self, pid: int, pipe: int, search: WorkspaceSearch) -> None:
+    def __init__(
+        self, pid: int, pipe: int, control: int, search: WorkspaceSearch, count: int
+    ) -> None:
         self.pid = pid
         self.pipe = pipe
+        self.control = control  # the write end of the pipe `take_over` asks through
         self.search = search
+        self.count = count  # the child's sessions
         # What `drain` took from the pipe, not yet printed; read without waiting until
-        # `print_committed`.
+        # `print_committed`; and how far `take_over` has looked through it for `_STOP`.
         self.drained = bytearray()
+        self.scanned = 0
+        self.ended = False  # the pipe's end was read: the child has nothing more to say
         os.set_blocking(pipe, False)
 
     @classmethod
     def start(cls, search: WorkspaceSearch, sessions: list[str]) -> _Child | None:
         """Fork the child searching `sessions`; None when no pipe or process can be had
         (a descriptor or process limit): the parent then searches them itself."""
+        pipes: list[int] = []
         try:
-            read_end, write_end = os.pipe()
+            for _ in range(2):
+                pipes += os.pipe()
         except OSError:
+            for fd in pipes:
+                os.close(fd)
             return None
+        read_end, write_end, asked, ask = pipes
         _widen(write_end)
         # What is buffered is written once, by the parent: the child's copy is dropped.
         search.printer.out.flush()
@@ -152,19 +188,22 @@ class _Child:
         try:
             pid = os.fork()
         except OSError:
-            os.close(read_end)
-            os.close(write_end)
+            for fd in pipes:
+                os.close(fd)
             return None
         if pid == 0:  # the child: never returns
             status = 1
             try:
                 os.close(read_end)
-                _search_and_send(search, sessions, write_end)
+                os.close(ask)
+                os.set_blocking(asked, False)
+                _search_and_send(search, sessions, write_end, asked)
                 status = 0
             finally:
                 os._exit(status)
         os.close(write_end)
-        return cls(pid, read_end, search)
+        os.close(asked)
+        return cls(pid, read_end, ask, search, len(sessions))
 
     def print_committed(self) -> tuple[int, int]:
         """Print what the child committed, as it comes; then reap it. (On an error or
@@ -173,45 +212,65 @@ class _Child:
         Returns:
             How many of its sessions it committed, and how many files it skipped in them.
         """
-        printer = self.search.printer
-        out = printer.out
-        stderr = _raw_stderr()
-        pending: list[tuple[int, bytes]] = []
-        done = matches = skipped = 0
+        printed = _FramePrinter(self.search.printer)
         # What `drain` took first, then the pipe, waited on, to its end.
         buffer, self.drained = self.drained, bytearray()
         os.set_blocking(self.pipe, True)
         chunk = b""
         while True:
             buffer += chunk
-            pos, size = 0, len(buffer)
-            while size - pos >= _HEADER:
-                end = pos + _HEADER + int.from_bytes(buffer[pos + 1 : pos + _HEADER], "big")
-                if end > size:
-                    break
-                kind, payload = buffer[pos], bytes(buffer[pos + _HEADER : end])
-                pos = end
-                if kind != _DONE[0]:
-                    pending.append((kind, payload))
-                    continue
-                for pending_kind, data in pending:
-                    if pending_kind == _OUT[0]:
-                        out.write(data)
-                    else:
-                        out.flush()
-                        stderr.write(data.decode(_ENCODING, _ERRORS))
-                        stderr.flush()
-                pending.clear()
-                done, matches, skipped = map(int, payload.split())
-            del buffer[:pos]
-            chunk = os.read(self.pipe, _PIPE_SIZE)
-            if not chunk:
+            del buffer[: printed.feed(buffer)]
+            if self.ended:
                 break
-        os.close(self.pipe)
-        self.pipe = -1
+            chunk = os.read(self.pipe, _PIPE_SIZE)
+            self.ended = not chunk
+        self._close()
         self._reap()
-        printer.matches += matches
-        return done, skipped
+        return printed.done, printed.skipped
+
+    def take_over(self) -> int:
+        """Ask the child to leave to this process the second half of the sessions it has not
+        searched yet, once this process's half is done; wait for its answer (`_STOP`).
+
+        Returns:
+            How many of its sessions the child searches: all of them when it has ended (or
+            ends before it answers), has fewer than twice `_TAKEN_AT_LEAST` left, or has
+            sent more than this process holds from the pipe (its lines would wait).
+        """
+        if self.ended or len(self.drained) >= _DRAINED_AT_MOST:
+            return self.count
+        try:
+            os.write(self.control, b"?")
+        except OSError:  # (it has ended and closed its end)
+            return self.count
+        os.set_blocking(self.pipe, True)
+        try:
+            while True:
+                stop = self._stop_said()
+                if stop is not None:
+                    return stop
+                chunk = os.read(self.pipe, _PIPE_SIZE)
+                if not chunk:
+                    self.ended = True
+                    return self.count
+                self.drained += chunk
+        finally:
+            if not self.ended:
+                os.set_blocking(self.pipe, False)
+
+    def _stop_said(self) -> int | None:
+        """The child's `_STOP` answer, if it is in what was drained (looked for once)."""
+        buffer, pos = self.drained, self.scanned
+        while len(buffer) - pos >= _HEADER:
+            end = pos + _HEADER + int.from_bytes(buffer[pos + 1 : pos + _HEADER], "big")
+            if end > len(buffer):
+                break
+            if buffer[pos] == _STOP[0]:
+                self.scanned = end
+                return int(buffer[pos + _HEADER : end])
+            pos = end
+        self.scanned = pos
+        return None
 
     def drain(self) -> None:
         """Take what the child has written to the pipe, without waiting, while this process
@@ -220,26 +279,31 @@ class _Child:
         10,000 small sessions printed under a long folder: a tenth of the search's time).
         At most `_DRAINED_AT_MOST` bytes are held so; past that the child waits, and the
         search runs at one process's pace instead of holding its output."""
-        while len(self.drained) < _DRAINED_AT_MOST:
+        while not self.ended and len(self.drained) < _DRAINED_AT_MOST:
             try:
                 chunk = os.read(self.pipe, _PIPE_SIZE)
             except BlockingIOError:  # nothing more written yet
                 return
-            if not chunk:  # its end: `print_committed` reads it there too
+            if not chunk:  # its end
+                self.ended = True
                 return
             self.drained += chunk
 
     def stop(self) -> None:
         """End the child (the parent stops on an error or Ctrl-C) and reap it."""
-        if self.pipe >= 0:
-            os.close(self.pipe)
-            self.pipe = -1
+        self._close()
         if self.pid:
             import signal  # (on this way out only: it loads `enum`)
 
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
             self._reap()
+
+    def _close(self) -> None:
+        for fd in (self.pipe, self.control):
+            if fd >= 0:
+                os.close(fd)
+        self.pipe = self.control = -1
 
     def _reap(self) -> None:
         if self.pid:
@@ -263,14 +327,59 @@ def _raw_stderr() -> Any:
     return raw_stream(sys.stderr)
 
 
-class _Frames:
-    """What the child sends: its stdout bytes and stderr text in the order written, and the
-    commits between them."""
+class _FramePrinter:
+    """Prints frames (the child's from its pipe, or those `_search_held` kept) as they are
+    committed: stdout bytes and stderr text in the order written, each commit's up to its
+    `_DONE`; what follows the last commit is never printed."""
 
-    def __init__(self, pipe: int) -> None:
-        self.pipe = pipe
-        self.sent = bytearray()  # frames not yet committed and written down the pipe
-        self.held = _HeldOutput(self.sent)  # the child's stdout, up to its next frame
+    def __init__(self, printer: Printer) -> None:
+        self.printer = printer
+        self.stderr = _raw_stderr()  # (the text was made inert where it was written)
+        self.pending: list[tuple[int, bytes]] = []
+        self.done = self.skipped = 0  # as the last commit says
+
+    def feed(self, buffer: bytearray) -> int:
+        """Print the frames of `buffer` committed so far; how many of its bytes were read
+        (a frame cut by its end is left for the next call)."""
+        out, pending = self.printer.out, self.pending
+        pos, size = 0, len(buffer)
+        while size - pos >= _HEADER:
+            end = pos + _HEADER + int.from_bytes(buffer[pos + 1 : pos + _HEADER], "big")
+            if end > size:
+                break
+            kind, payload = buffer[pos], bytes(buffer[pos + _HEADER : end])
+            pos = end
+            if kind == _STOP[0]:  # (an answer `take_over` read already)
+                continue
+            if kind != _DONE[0]:
+                pending.append((kind, payload))
+                continue
+            for pending_kind, data in pending:
+                if pending_kind == _OUT[0]:
+                    out.write(data)
+                else:
+                    out.flush()
+                    self.stderr.write(data.decode(_ENCODING, _ERRORS))
+                    self.stderr.flush()
+            pending.clear()
+            done, matches, self.skipped = map(int, payload.split())
+            # (`matches` counts from the start of the frames: what is new since the last)
+            self.printer.matches += matches - self._matches
+            self._matches, self.done = matches, done
+        return pos
+
+    _matches = 0
+
+
+class _Frames:
+    """What a search framed prints (the child's, or what the parent holds): its stdout
+    bytes and stderr text in the order written, and the commits between them, each handed
+    to `send` with the frames before it."""
+
+    def __init__(self, send: Callable[[bytearray], None]) -> None:
+        self.send = send
+        self.sent = bytearray()  # frames not yet committed and sent
+        self.held = _HeldOutput(self.sent)  # the stdout, up to its next frame
         # Printed into through a buffer (C): the lines of a session reach `held`, in one
         # call of Python, when `gathered` asks after it, not in one call each.
         self.out = io.BufferedWriter(self.held, _SEND_AT)
@@ -295,21 +404,25 @@ class _Frames:
         """Commit what was printed up to the end of session number `done`, and send it."""
         self.take_out()
         self.frame(_DONE, b"%d %d %d" % (done, matches, skipped))
-        with memoryview(self.sent) as view:
-            written = 0
-            while written < len(view):
-                written += os.write(self.pipe, view[written:])
+        self.send(self.sent)
         self.sent.clear()
 
 
+def _write_all(pipe: int, data: bytes | bytearray) -> None:
+    with memoryview(data) as view:
+        written = 0
+        while written < len(view):
+            written += os.write(pipe, view[written:])
+
+
 class _TooMuchHeld(Exception):
-    """One session printed more than the child may hold (`_HELD_AT_MOST`)."""
+    """One session printed more than may be held (`_HELD_AT_MOST`)."""
 
 
 class _HeldOutput(io.RawIOBase):
-    """The child's stdout between two frames (`data`), beneath its buffer, refusing to hold,
-    with the frames `sent` gathered since the last commit, more than `_HELD_AT_MOST` bytes
-    (and the buffer's `_SEND_AT` above it)."""
+    """The stdout between two frames (`data`), beneath its buffer, refusing to hold, with
+    the frames `sent` gathered since the last commit, more than `_HELD_AT_MOST` bytes (and
+    the buffer's `_SEND_AT` above it)."""
 
     def __init__(self, sent: bytearray) -> None:
         super().__init__()
@@ -327,7 +440,8 @@ class _HeldOutput(io.RawIOBase):
 
 
 class _FramedStderr(io.StringIO):
-    """The child's stderr: each write framed after the stdout bytes written before it."""
+    """The stderr of a search framed: each write framed after the stdout bytes written
+    before it."""
 
     def __init__(self, frames: _Frames) -> None:
         super().__init__()
@@ -342,30 +456,101 @@ class _FramedStderr(io.StringIO):
         return len(text)
 
 
-def _search_and_send(search: WorkspaceSearch, sessions: list[str], pipe: int) -> None:
+class _Framed:
+    """For the length of a `with` block, what `search` prints goes into `frames`: its
+    printer's stdout, sys.stdout (nothing may reach descriptor 1) and sys.stderr; matches
+    are counted from 0, and each file not searched in `skipped` (said through the printer,
+    as `skip` says it, and counted here: the parent counts only what it prints). Put back
+    as they were after (the parent goes on printing)."""
+
+    def __init__(self, search: WorkspaceSearch, frames: _Frames) -> None:
+        self.search = search
+        self.frames = frames
+        self.skipped = 0
+
+    def __enter__(self) -> _Framed:
+        search, printer = self.search, self.search.printer
+        self.saved = (printer.out, printer.matches, sys.stdout, sys.stderr, search.skip)
+        printer.out = self.frames.out
+        printer.matches = 0
+        sys.stdout = InertStream(io.StringIO())
+        sys.stderr = InertStream(_FramedStderr(self.frames))
+
+        def skip(message: str) -> None:
+            self.skipped += 1
+            printer.note(message)
+
+        search.skip = skip
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        printer = self.search.printer
+        printer.out, printer.matches, sys.stdout, sys.stderr, self.search.skip = self.saved
+
+
+def _search_and_send(search: WorkspaceSearch, sessions: list[str], pipe: int, asked: int) -> None:
     """The child's work: search `sessions`, sending what it prints down `pipe` (see the
-    module)."""
-    frames = _Frames(pipe)
+    module); every `_ASKED_EVERY` sessions, look whether the parent asks on `asked` to take
+    over (`_answer`)."""
+    frames = _Frames(lambda sent: _write_all(pipe, sent))
     printer = search.printer
-    printer.out = frames.out
-    printer.matches = 0
-    sys.stdout = InertStream(io.StringIO())  # nothing may reach descriptor 1 from here
-    sys.stderr = InertStream(_FramedStderr(frames))
-    said = search.skip
-    skipped = 0
+    with _Framed(search, frames) as framed:
+        last = len(sessions)
+        number = 0
+        while number < last:
+            number += 1
+            try:
+                search.session(sessions[number - 1])
+                gathered = frames.gathered()  # (its buffer emptied: it may hold too much)
+            except _TooMuchHeld:  # the parent searches the sessions since the last commit
+                return
+            if asked >= 0 and not number % _ASKED_EVERY:
+                last, asked = _answer(asked, pipe, number, last)
+            if number == last or gathered >= _SEND_AT:
+                frames.commit(number, printer.matches, framed.skipped)
 
-    def skip(message: str) -> None:
-        nonlocal skipped
-        skipped += 1
-        said(message)
 
-    search.skip = skip
-    last = len(sessions)
-    for number, session in enumerate(sessions, start=1):
-        try:
-            search.session(session)
-            gathered = frames.gathered()  # (its buffer emptied: it may hold too much)
-        except _TooMuchHeld:  # the parent searches the sessions since the last commit again
-            return
-        if number == last or gathered >= _SEND_AT:
-            frames.commit(number, printer.matches, skipped)
+def _answer(asked: int, pipe: int, number: int, last: int) -> tuple[int, int]:
+    """Whether the parent asks to take over (a byte on `asked`), the child being done with
+    `number` of its `last` sessions; when it asks, say (`_STOP`, at once) and return where
+    the child stops: half of what is left is left to the parent, unless too few are.
+
+    Returns:
+        The session the child searches last, and `asked`, or -1 once answered."""
+    try:
+        if not os.read(asked, 1):
+            return last, -1  # (the parent has ended its part: it will not ask)
+    except BlockingIOError:
+        return last, asked
+    left = last - number
+    stop = number + (left + 1) // 2 if left >= 2 * _TAKEN_AT_LEAST else last
+    payload = b"%d" % stop
+    _write_all(pipe, _STOP + len(payload).to_bytes(4, "big") + payload)
+    return stop, -1
+
+
+def _search_held(search: WorkspaceSearch, sessions: list[str], child: _Child) -> bytearray:
+    """The parent's search of the child's last `sessions` (`_Child.take_over`), framed as
+    the child's and held, to be printed after the child's (`_FramePrinter`); the child's
+    pipe drained meanwhile. Up to `_HELD_AT_MOST` bytes are held: the sessions past the last
+    commit within them are left out, to be searched once the child's lines are printed."""
+    kept = bytearray()
+
+    def keep(sent: bytearray) -> None:
+        if len(kept) + len(sent) > _HELD_AT_MOST:
+            raise _TooMuchHeld
+        kept.extend(sent)
+
+    frames = _Frames(keep)
+    printer = search.printer
+    with _Framed(search, frames) as framed:
+        for number, session in enumerate(sessions, start=1):
+            try:
+                search.session(session)
+                if number == len(sessions) or frames.gathered() >= _SEND_AT:
+                    frames.commit(number, printer.matches, framed.skipped)
+            except _TooMuchHeld:
+                break
+            if not number % _DRAIN_EVERY:
+                child.drain()
+    return kept
