@@ -139,12 +139,12 @@ def test_two_processes_print_byte_for_byte_what_one_prints(
         assert sum("hard links" in line for line in lines) == 2
 
 
-def _many_lines(tmp_path: Path) -> Path:
-    """300 sessions of 20 lines of 200 bytes and more, each with `needle`: the child's half
-    prints more than a pipe holds."""
+def _many_lines(tmp_path: Path, count: int = 300) -> Path:
+    """`count` sessions of 20 lines of 200 bytes and more (4 KB), each with `needle`: the
+    child's part of 300 prints more than a pipe holds."""
     workdir = tmp_path / "ws"
     ws = LocalWorkspace(workdir, fsync=False)
-    names = [f"s{n:04d}" for n in range(300)]
+    names = [f"s{n:04d}" for n in range(count)]
 
     async def fill() -> None:
         for name in names:
@@ -429,6 +429,50 @@ def test_a_parent_done_first_takes_over_the_rest_of_the_childs_sessions(
         assert set(theirs) == set(listed)
     if fault == "taken_over_holds_little":  # held, then searched again once printing
         assert len(set(taken)) < len(taken)
+
+
+def fault_answer_waited_for_too_long(workdir: str) -> None:
+    """The child slow (0.1 s a session), committing each session and asked every 4: while
+    the parent waits for its answer, it sends more than the parent holds from the pipe.
+    Each process writes down, in one file and in the order searched, the sessions it
+    searches."""
+    _grep_parallel._ASKED_EVERY = 4
+    _grep_parallel._TAKEN_AT_LEAST = 1
+    _grep_parallel._SEND_AT = 1
+    _grep_parallel._DRAINED_AT_MOST = 6000  # (a session of `_many_lines` prints 4 KB)
+    parent, session = os.getpid(), WorkspaceSearch.session
+    searched = os.path.join(os.path.dirname(workdir), "searched")
+
+    def slow_session(self: WorkspaceSearch, name: str) -> None:
+        if os.getpid() != parent:
+            time.sleep(0.1)
+        with open(searched, "a") as f:
+            f.write(f"{os.getpid() == parent} {name}\n")
+        session(self, name)
+
+    _PATCH.setattr(WorkspaceSearch, "session", slow_session)
+
+
+def test_a_child_sending_much_while_its_answer_is_awaited_is_not_waited_for(
+    tmp_path: Path,
+) -> None:
+    """The parent holds no more of the child's output while it waits for the answer than
+    while it searches: past `_DRAINED_AT_MOST` it stops waiting and takes nothing over. The
+    child still stops where it answers; the parent searches the rest once the child's lines
+    are printed, after every session the child searched."""
+    workdir = _many_lines(tmp_path, 40)  # the child's: s0016 to s0039
+    code, out, forks = _run(
+        tmp_path, 2, "grep", "needle", "--workdir", workdir, fault="answer_waited_for_too_long"
+    )
+    assert forks == 1
+    assert (code, out) == _one_process(tmp_path, workdir)
+    searched = [line.split() for line in (tmp_path / "searched").read_text().splitlines()]
+    theirs = [(by_parent, name) for by_parent, name in searched if name >= "s0016"]
+    by_child = [name for by_parent, name in theirs if by_parent == "False"]
+    by_parent = [name for by_parent, name in theirs if by_parent == "True"]
+    assert by_parent and by_parent[-1] == "s0039"  # (the child stopped where it answered)
+    assert sorted(by_child + by_parent) == [f"s{n:04d}" for n in range(16, 40)]
+    assert theirs == [("False", n) for n in by_child] + [("True", n) for n in by_parent]
 
 
 def _refused(*args: Any) -> Any:

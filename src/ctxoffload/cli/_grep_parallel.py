@@ -253,7 +253,10 @@ class _Child:
         Returns:
             How many of its sessions the child searches: all of them when it has ended (or
             ends before it answers), has fewer than twice `_TAKEN_AT_LEAST` left, or has
-            sent more than this process holds from the pipe (its lines would wait).
+            sent more than this process holds from the pipe (`_DRAINED_AT_MOST`), before it
+            is asked or while its answer is waited for. (Not waited for, it still stops
+            where it answers: the sessions after are then searched by this process once the
+            child's lines are printed, as those of a child that ended early.)
         """
         if self.ended or len(self.drained) >= _DRAINED_AT_MOST:
             return self.count
@@ -267,6 +270,8 @@ class _Child:
                 stop = self._stop_said()
                 if stop is not None:
                     return stop
+                if len(self.drained) >= _DRAINED_AT_MOST:
+                    return self.count
                 chunk = os.read(self.pipe, _PIPE_SIZE)
                 if not chunk:
                     self.ended = True
