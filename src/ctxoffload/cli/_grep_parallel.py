@@ -26,13 +26,14 @@ framed and held in memory as the child's are (`_search_held`), and prints them a
 child's; then asks again, for half of what the child has left then. A child that ends, or
 has few sessions left, leaves none.
 
-Memory stays bounded: the parent holds at most `_DRAINED_AT_MOST` bytes so, and past them the
-child blocks on a full pipe (widened to 1 MB where allowed) until the parent reads it, so a
-search that prints much runs at one process's pace instead of holding the second part's
-output; and lines past `_HELD_AT_MOST` bytes since the last commit (a big file matching
-everywhere) end the child's part there, its sessions from the first not committed left to
-the parent, which prints as it goes. The parent holds at most as much of the sessions it took
-over; past that, it searches the rest of them once the child's lines are printed.
+Memory stays bounded: the parent holds at most `_DRAINED_AT_MOST` bytes so (waiting for an
+answer too: past them it takes nothing over), and past them the child blocks on a full pipe
+(widened to 1 MB where allowed) until the parent reads it, so a search that prints much runs
+at one process's pace instead of holding the second part's output; and lines past
+`_HELD_AT_MOST` bytes since the last commit (a big file matching everywhere) end the child's
+part there, its sessions from the first not committed left to the parent, which prints as
+it goes. The parent holds at most as much of the sessions it took over; past that, it
+searches the rest of them once the child's lines are printed.
 
 Used for plain output only (no --json, no -C, whose `--` between hunks depends on the line
 printed before), for an RE2 pattern (Python's `re` runs under an interval timer, which a
