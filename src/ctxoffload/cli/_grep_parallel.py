@@ -517,22 +517,47 @@ class _Framed:
 def _search_and_send(search: WorkspaceSearch, sessions: list[str], pipe: int, asked: int) -> None:
     """The child's work: search `sessions`, sending what it prints down `pipe` (see the
     module); every `_ASKED_EVERY` sessions, look whether the parent asks on `asked` to take
-    over (`_answer`)."""
-    frames = _Frames(lambda sent: _write_all(pipe, sent))
+    over (`_answer`). A search that holds too much ends at its last commit: the parent
+    searches the sessions after it."""
+
+    def between(number: int, last: int) -> int:
+        nonlocal asked
+        if asked >= 0 and not number % _ASKED_EVERY:  # (asked again after each piece)
+            last, asked = _answer(asked, pipe, number, last)
+        return last
+
+    _search_framed(search, sessions, _Frames(lambda sent: _write_all(pipe, sent)), between)
+
+
+def _search_framed(
+    search: WorkspaceSearch,
+    sessions: list[str],
+    frames: _Frames,
+    between: Callable[[int, int], int],
+) -> bool:
+    """Search `sessions` in order with what `search` prints framed into `frames` (the
+    child's, sent down its pipe, or a piece the parent took over, held), committed after
+    the last session and after each that fills `_SEND_AT`. `between(number, last)` runs
+    after each session and returns the number of the last one to search (the child's
+    shrinks when the parent takes over).
+
+    Returns:
+        Whether every session was searched and committed: False once more was printed
+        since the last commit than may be held (`_TooMuchHeld`).
+    """
     printer = search.printer
     with _Framed(search, frames) as framed:
-        last = len(sessions)
-        number = 0
+        last, number = len(sessions), 0
         while number < last:
             number += 1
             try:
                 search.session(sessions[number - 1])
-                if asked >= 0 and not number % _ASKED_EVERY:  # (asked again after each piece)
-                    last, asked = _answer(asked, pipe, number, last)
+                last = between(number, last)
                 if number == last or frames.gathered() >= _SEND_AT:
                     frames.commit(number, printer.matches, framed.skipped)
-            except _TooMuchHeld:  # the parent searches the sessions since the last commit
-                return
+            except _TooMuchHeld:
+                return False
+    return True
 
 
 def _answer(asked: int, pipe: int, number: int, last: int) -> tuple[int, int]:
@@ -573,16 +598,9 @@ def _search_held(
             raise _TooMuchHeld
         kept.extend(sent)
 
-    frames = _Frames(keep)
-    printer = search.printer
-    with _Framed(search, frames) as framed:
-        for number, session in enumerate(sessions, start=1):
-            try:
-                search.session(session)
-                if number == len(sessions) or frames.gathered() >= _SEND_AT:
-                    frames.commit(number, printer.matches, framed.skipped)
-            except _TooMuchHeld:
-                return kept, False
-            if not number % _DRAIN_EVERY:
-                child.drain()
-    return kept, True
+    def between(number: int, last: int) -> int:
+        if not number % _DRAIN_EVERY:
+            child.drain()
+        return last
+
+    return kept, _search_framed(search, sessions, _Frames(keep), between)
