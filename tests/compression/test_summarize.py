@@ -184,8 +184,38 @@ async def test_inputs_beyond_the_models_window_are_summarised_in_chunks_that_fol
     assert -1 not in kept and kept == sorted(kept)
 
 
+async def test_what_fits_the_window_beside_the_reply_goes_in_one_call() -> None:
+    """A chunk takes the summary model's window but a spare tenth, the instructions, the
+    summary so far and room for the reply (at most a quarter of the window): what leaves an
+    agent's loop at 8,000 tokens (4,000 to 5,000) is one call, not two."""
+    window = 8000
+    model = ScriptedModel(default=chunk_summaries(), context_window=window)
+    msgs = plausible_session(100)
+    sent = COUNTER.count_messages(msgs)
+    assert 4000 < sent < 5000
+
+    outcome = await summarize(msgs, model=model, config=ContextConfig(), counter=COUNTER)
+
+    assert outcome.source == "model"
+    assert len(model.calls) == outcome.chunks == 1
+    # Half as much again: two calls, each leaving the reply its room under the window.
+    model = ScriptedModel(default=chunk_summaries(), context_window=window)
+    outcome = await summarize(
+        plausible_session(170), model=model, config=ContextConfig(), counter=COUNTER
+    )
+    assert outcome.source == "model"
+    assert len(model.calls) == outcome.chunks == 2
+    # The reply keeps its room within the window (the spare tenth absorbs the request's own
+    # framing and a tokenizer that counts more), and the first chunk takes more than the half
+    # of the window chunks used to be given.
+    reply_room = min(ContextConfig().summary_budget_tokens(window), window // 4)
+    sizes = [COUNTER.count_messages(call) for call in model.calls]
+    assert all(size <= window - reply_room for size in sizes)
+    assert sizes[0] > window // 2
+
+
 async def test_a_context_overflow_makes_it_retry_with_smaller_chunks() -> None:
-    limit = 850
+    limit = 1000
     replies = chunk_summaries()
 
     def strict(messages: Sequence[Msg]) -> dict[str, str]:
@@ -264,7 +294,7 @@ class ProviderModel:
     ],
 )
 async def test_a_providers_own_overflow_error_halves_the_request(refusal: Any) -> None:
-    model = ProviderModel(850, refusal)
+    model = ProviderModel(1000, refusal)
     outcome = await summarize(
         plausible_session(120), model=model, config=ContextConfig(), counter=COUNTER
     )

@@ -49,9 +49,12 @@ __all__ = [
 
 logger = logging.getLogger("ctxoffload")
 
-# Share of the summary model's window given to the messages of one call; the rest holds the
-# instructions, the summary so far and the reply.
-_CHUNK_SHARE = 0.5
+# Share of the summary model's window kept spare in each call, for a provider whose tokenizer
+# counts more than ours (a call over the window anyway is halved and asked again). The rest
+# holds the instructions, the summary so far, room for the reply (the summary's own bound, but
+# at most `_REPLY_SHARE` of the window) and the messages of one chunk.
+_SPARE_SHARE = 0.1
+_REPLY_SHARE = 0.25
 # The most characters of one message the summary model is sent (`transcript_entry`): the
 # rest is in the context log, which the summary names.
 _ENTRY_CHAR_CAP = 20_000
@@ -376,10 +379,13 @@ async def _model_summary(
         )
     # The previous summary rides along in every request, beside the chunk.
     carried = counter.count_text(previous.model_dump_json(indent=1)) if previous else 0
+    bound = max_chars // CHARS_PER_TOKEN  # the most a summary (so far, or replied) takes
+    window = model.context_window
     budget = (
-        int(model.context_window * _CHUNK_SHARE)
+        int(window * (1 - _SPARE_SHARE))
         - counter.count_text(config.compression_prompt)
-        - min(carried, max_chars // CHARS_PER_TOKEN)
+        - min(carried, bound)
+        - min(bound, int(window * _REPLY_SHARE))
     )
     for _attempt in range(3):
         if budget < 256:
