@@ -213,11 +213,14 @@ class SummaryState:
         # The fields are a model's answer about what tools and pages wrote: they may close
         # no tag of the template, nor open or close any wrapper of ctxoffload's.
         tags = template_tags(cfg.summary_template)
+        tried: tuple[Any, ...] | None = None
         for cap, trail_limit in attempts:
-            shown = {
-                k: defuse(v if cap is None else cut_field(v, cap, why), *tags)
-                for k, v in fields.items()
-            }
+            capped = {k: v if cap is None else cut_field(v, cap, why) for k, v in fields.items()}
+            # A cap no field reaches renders the text of the attempt before, over the budget.
+            if (attempt := (*capped.values(), trail_limit)) == tried:
+                continue
+            tried = attempt
+            shown = {k: defuse(v, *tags) for k, v in capped.items()}
             text = cfg.summary_template.format(
                 **shown,
                 context_path=reference,
