@@ -214,6 +214,25 @@ async def test_what_fits_the_window_beside_the_reply_goes_in_one_call() -> None:
     assert sizes[0] > window // 2
 
 
+async def test_a_summary_so_far_dense_in_tokens_is_counted_as_sent() -> None:
+    """The summary a model wrote for one chunk rides in the next call: bound in characters,
+    it may take far more tokens than its bound says (text of short tokens). Each call is
+    sized from the summary it carries, counted: none is over the window with its reply's
+    room, and where no chunk fits beside it any more the extract takes over."""
+    dense = {field: "x1 " * 400 for field in Summary.model_fields}
+    for window in (4000, 8000, 16000):
+        model = ScriptedModel(default=lambda _: dense, context_window=window)
+        config = ContextConfig(context_window=window)
+        outcome = await summarize(
+            plausible_session(400, words=30), model=model, config=config, counter=COUNTER
+        )
+        reply_room = min(config.summary_budget_tokens(window), window // 4)
+        assert model.calls
+        for call in model.calls:
+            assert COUNTER.count_messages(call) + reply_room <= window
+        assert outcome.source == ("extractive" if window == 4000 else "model")
+
+
 async def test_a_context_overflow_makes_it_retry_with_smaller_chunks() -> None:
     limit = 1000
     replies = chunk_summaries()
@@ -398,14 +417,19 @@ async def test_without_a_model_the_compressor_writes_an_extractive_summary(
 
 
 def test_chunks_are_sized_from_known_counts_when_given() -> None:
-    from ctxoffload.compression._summarize import _chunks
+    from ctxoffload.compression._summarize import _take
 
     counter = get_token_counter(exact=False)
     entries = ["a" * 400, "b" * 400, "c" * 400]  # ~100 tokens each by the heuristic
-    # Known sizes say the first two fill a chunk of 500: the third starts a new one.
-    assert _chunks(entries, 500, counter, [250, 250, 250]) == [entries[:2], entries[2:]]
+    # Known sizes say the first two fill a chunk of 500: the third starts the next one.
+    assert _take(entries, 0, 500, counter, [250, 250, 250]) == (entries[:2], 2)
+    assert _take(entries, 2, 500, counter, [250, 250, 250]) == (entries[2:], 3)
     # Without them each entry is counted: all three fit.
-    assert _chunks(entries, 500, counter) == [entries]
+    assert _take(entries, 0, 500, counter) == (entries, 3)
+    # One entry over the budget alone is cut to it; after others it starts the next chunk.
+    (cut,), at = _take(entries, 0, 50, counter, [250, 250, 250])
+    assert at == 1 and cut.startswith("a" * 100) and cut.endswith("window]") and len(cut) < 400
+    assert _take(entries, 0, 300, counter, [250, 251, 250]) == (entries[:1], 1)
 
 
 async def test_a_compression_sizes_its_summary_requests_without_recounting(

@@ -65,32 +65,38 @@ _ENTRY_CHAR_CAP = 20_000
 _ENTRY_OVERHEAD_TOKENS = 40
 
 
-def _chunks(
+def _take(
     entries: list[str],
+    start: int,
     budget: int,
     counter: TokenCounter,
     estimates: Sequence[int] | None = None,
-) -> list[list[str]]:
-    """Entries grouped so each group fits `budget` tokens.
+) -> tuple[list[str], int]:
+    """The entries from `start` on that fit `budget` tokens together, and where the next chunk
+    starts: one entry at least, cut by characters when it alone is over the budget, so that
+    one message can never overflow a call on its own.
 
     `estimates` (one per entry) are their sizes as `_entries_sent` found them, so that no
     entry is encoded again. Without them every entry is counted.
     """
-    chunks: list[list[str]] = [[]]
+    chunk: list[str] = []
     used = 0
-    for index, entry in enumerate(entries):
-        cost = estimates[index] if estimates is not None else counter.count_text(entry)
+    at = start
+    while at < len(entries):
+        entry = entries[at]
+        cost = estimates[at] if estimates is not None else counter.count_text(entry)
         if cost > budget:
-            # Cut by characters so one message can never overflow a call on its own.
+            if chunk:
+                break  # (it starts the next chunk, cut to that one's budget)
             keep = max(200, int(len(entry) * budget / cost * 0.9))
             entry = entry[:keep] + "\n[... cut to fit the summary model's window]"
             cost = counter.count_text(entry)
-        if chunks[-1] and used + cost > budget:
-            chunks.append([])
-            used = 0
-        chunks[-1].append(entry)
+        if chunk and used + cost > budget:
+            break
+        chunk.append(entry)
         used += cost
-    return chunks
+        at += 1
+    return chunk, at
 
 
 def _request(config: ContextConfig, previous: Summary | None, entries: list[str]) -> list[Msg]:
@@ -377,32 +383,31 @@ async def _model_summary(
             ),
             max_chars,
         )
-    # The previous summary rides along in every request, beside the chunk.
-    carried = counter.count_text(previous.model_dump_json(indent=1)) if previous else 0
-    bound = max_chars // CHARS_PER_TOKEN  # the most a summary (so far, or replied) takes
+    # Each call holds the instructions, the summary so far (counted as it is sent: one a model
+    # wrote for the chunk before may be longer in tokens than its bound in characters says),
+    # one chunk, and room for the reply, with a share of the window spare.
     window = model.context_window
-    budget = (
-        int(window * (1 - _SPARE_SHARE))
-        - counter.count_text(config.compression_prompt)
-        - min(carried, bound)
-        - min(bound, int(window * _REPLY_SHARE))
-    )
-    for _attempt in range(3):
-        if budget < 256:
-            break
-        chunks = _chunks(entries, budget, counter, estimates)
+    reply = min(max_chars // CHARS_PER_TOKEN, int(window * _REPLY_SHARE))
+    room = int(window * (1 - _SPARE_SHARE)) - reply
+    for share in (1, 2, 4):  # a call over the window anyway: each chunk halved, then quartered
+        summary, at, chunks = previous, 0, 0
         try:
-            summary = previous
-            for chunk in chunks:
+            while at < len(entries):
+                around = counter.count_messages(_request(config, summary, []))
+                budget = (room - around) // share
+                if budget < 256:
+                    return None
+                chunk, at = _take(entries, at, budget, counter, estimates)
                 summary = await _ask(
                     model, _request(config, summary, chunk), config, attempts, max_chars, fill
                 )
+                chunks += 1
             assert summary is not None
             return SummaryOutcome(
                 summary,
                 "model",
                 attempts.calls,
-                len(chunks),
+                chunks,
                 len(entries),
                 sum(estimates),
                 folded,
@@ -412,8 +417,8 @@ async def _model_summary(
                 usage=attempts.usage,
             )
         except ContextOverflowError:
-            # Our count under-estimated the model's tokenizer: halve and retry.
-            budget //= 2
+            # Our count under-estimated the model's tokenizer: smaller chunks, from the start.
+            continue
         except RuntimeError as exc:
             logger.warning("falling back to an extractive summary: %s", exc)
             break
