@@ -109,7 +109,7 @@ def search_bytes(data: bytes, matcher: Matcher, *, context: int = 0) -> Iterable
     without a buffer to fill. What `ctxoffload grep` uses for a small file, which it reads in
     one call."""
     literal = matcher.literal
-    is_plain = data.isascii() and data.find(b"\r") < 0
+    is_plain = data.isascii() and 0x0D not in data  # (no "\r": an int is one memchr)
     if not context and matcher.is_literal and literal is not None and is_plain:
         return _lines_holding(data, literal)
     return _Pieces(matcher, context, None).search(data, len(data), True)

@@ -126,17 +126,18 @@ def raw_line_filter(matcher: Matcher) -> Callable[[bytes], bool] | None:
         if raw.find(literal) >= 0:
             return True
         # A control byte or DEL is escaped by `repr` (`\x7f`, whose `f` would run into
-        # the letters after it), a backslash may be a JSON escape of a letter.
-        return (
-            not raw.isascii()
-            or raw.find(b"\\") >= 0
-            or len(raw.translate(None, _UNPRINTABLE)) != len(raw)
-        )
+        # the letters after it), a backslash may be a JSON escape of a letter: each of them,
+        # and each byte that is not ASCII, is mapped to DEL, and a DEL left says one was
+        # there (one call: a table, which `translate` does not build at each call as it
+        # does bytes to delete, and `in` with an int, one memchr).
+        return 0x7F in raw.translate(_NOT_PLAIN_AS_DEL)
 
     return may_match
 
 
-_UNPRINTABLE = bytes([*range(0x20), 0x7F])
+_NOT_PLAIN_AS_DEL = bytes(
+    0x7F if b < 0x20 or b >= 0x7F or b == ord("\\") else b for b in range(256)
+)
 
 
 def search_log(raw_lines: Iterable[bytes], matcher: Matcher, *, context: int = 0) -> Iterator[Line]:

@@ -33,6 +33,7 @@ one half."""
 # `ctxoffload grep`.
 _CONTROL = bytes([*range(0x00, 0x08), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 _CONTROL_DELETED = dict.fromkeys(_CONTROL)
+_NOT_PLAIN_AS_NUL = bytes(0 if b in _CONTROL or b > 0x7F else b for b in range(256))
 
 
 def binary_reason(head: bytes | str) -> str | None:
@@ -50,10 +51,14 @@ def binary_reason(head: bytes | str) -> str | None:
     if isinstance(head, str):
         head = head[:SNIFF_BYTES].encode("utf-8", "surrogatepass")
     head = head[:SNIFF_BYTES]
-    if head.find(b"\0") >= 0:  # (`in` on bytes costs a TypeError raised and cleared)
+    # Nearly every file: ASCII without a NUL or a control character, nothing more to count.
+    # (A NUL left once each of those bytes is mapped to one says one was there: a table, not
+    # bytes to delete, which `translate` turns into a table at each call; `in` with an int
+    # is one memchr, `find` parses its arguments first.)
+    if 0 not in head.translate(_NOT_PLAIN_AS_NUL):
+        return None
+    if 0 in head:
         return "NUL bytes in its first 8 KB"
-    if head.isascii() and len(head.translate(None, _CONTROL)) == len(head):
-        return None  # nearly every file: nothing more to count
     # A character the end of the sniff cuts is left out (not held against the content).
     text = codecs.getincrementaldecoder("utf-8")("replace").decode(head, final=False)
     whole = codecs.getincrementaldecoder("utf-8")("ignore").decode(head, final=False)

@@ -121,8 +121,11 @@ def printable_ascii(data: bytes) -> bool:
     """Whether `data` holds only printable ASCII, tabs and newlines: what `inert_bytes`
     returns as it is at first sight (no control byte, no "\\r", no byte that is not ASCII).
     """
-    # bytes.translate deletes every printable byte and tab/newline: what is left is active.
-    return data.isascii() and not data.translate(None, _PRINTABLE_ASCII)
+    # Every byte that is not printable ASCII, a tab or a newline is mapped to DEL (itself
+    # one): a DEL left says one was there. (A table, not bytes to delete, which `translate`
+    # turns into a table of 256 entries at each call; `in` with an int is one memchr, where
+    # `find` parses its arguments: half the instructions of a short line's check.)
+    return 0x7F not in data.translate(_ACTIVE_AS_DEL)
 
 
 def printable_ascii_by_libc() -> Callable[[bytes], bool]:
@@ -152,6 +155,7 @@ def printable_ascii_by_libc() -> Callable[[bytes], bool]:
 
 # (No NUL in it: `strspn` reads the set up to its first NUL.)
 _PRINTABLE_ASCII = bytes(range(0x20, 0x7F)) + b"\t\n"
+_ACTIVE_AS_DEL = bytes(b if b in _PRINTABLE_ASCII else 0x7F for b in range(256))
 
 
 class _InertBytes:
