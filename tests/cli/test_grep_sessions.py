@@ -141,10 +141,10 @@ def test_a_search_of_many_sessions_holds_few_descriptors(tmp_path: Path) -> None
 
 
 def _hostile_workspace(tmp_path: Path) -> Path:
-    """Sessions whose files each ask `WorkspaceSearch._quick_file` to leave them to `_file`,
-    or to read them as `_lines` does: links, hard links, a FIFO, a binary file, an
-    uncommitted batch and a torn line, an escaped letter, terminal escapes, bytes that are
-    not UTF-8."""
+    """Sessions whose files each ask the quick way of `WorkspaceSearch.session` (`open_plain`)
+    to leave them to `_file`, or to read them as `_lines` does: links, hard links, a FIFO, a
+    binary file, an uncommitted batch and a torn line, an escaped letter, terminal escapes,
+    bytes that are not UTF-8."""
     workdir = tmp_path / "ws"
     names = ["plain", "link", "hard", "fifo", "binary", "uncommitted", "escaped", "escapes"]
     needle_sessions(workdir, [*names, "loglink", "loghard"])

@@ -84,14 +84,16 @@ class WorkspaceSearch:
         self.fast = ripgrep_for(query, matcher, printer)
         # Resolved once for the whole search, not again for each folder entered.
         self.root = os.path.realpath(workdir)
-        self._sessions_path = child_path(workdir, SESSIONS_DIR)
+        # A session's folder as shown is this and its name (`child_path` of an empty name,
+        # made once: `child_path(sessions, session)` is `self._sessions_prefix + session`).
+        self._sessions_prefix = child_path(child_path(workdir, SESSIONS_DIR), "")
         # Made at the first context.jsonl searched (it loads `text`, and `re` with it).
         self._search_log: Callable[[Iterable[bytes]], Iterator[Line]] | None = None
         # sessions/, entered once and held while the search lasts: each session's folder is
         # opened in it (no link followed), not from the workdir down again (`close`).
         self._sessions: Folder | None = None
         self._searched_names = _SearchedNames()
-        # A session's files are opened by `_quick_file` where no line needs its writer.
+        # A session's files are opened by `open_plain` first where no line needs its writer.
         self._quick = not query.writers
 
     def __enter__(self) -> WorkspaceSearch:
@@ -117,9 +119,9 @@ class WorkspaceSearch:
         with --events). A file that is not read, or a folder that cannot be listed, is said
         through `skip`; a session removed since it was listed (gc), or a link in its place,
         is passed over."""
-        where = child_path(self._sessions_path, session)
+        where = self._sessions_prefix + session
         try:
-            within = self._sessions_folder()
+            within = self._sessions or self._sessions_folder()
             folder = Folder(
                 self.workdir, SESSIONS_DIR, session, root=self.root, within=within
             ).__enter__()
@@ -139,9 +141,25 @@ class WorkspaceSearch:
             if self._quick:
                 # The folder shown once (a bucket's copy as its URI): a file's path as shown
                 # is its name below it, as `shown` would spell the file's own path.
-                shown_where, quick = shown_path(where), self._quick_file
+                prefix = child_path(shown_path(where), "")
+                lines, found = self.printer.lines, self._lines
                 for name in names:
-                    quick(folder, name, shown_where, session)
+                    # A regular file with one link (`open_plain`), most of a workspace of
+                    # small sessions, is searched without `open_in`'s checks; anything else
+                    # is left to `_file`, which opens it again and says why it is not read,
+                    # as if this were not tried.
+                    path = prefix + name
+                    opened = open_plain(folder.fd, name)
+                    if opened is None:
+                        self._file(folder, name, path, session, None)
+                        continue
+                    fd = opened[0]
+                    try:
+                        lines(
+                            path, session, found(folder, name, fd, opened[1].st_size, path, session)
+                        )
+                    finally:
+                        os.close(fd)
                 return
             # With --writers, each line goes through `emit` with its writer; else a file's
             # lines are printed together (`Printer.lines`).
@@ -215,25 +233,6 @@ class WorkspaceSearch:
                     yield folder, name, shown_path(child_path(where, name))
                 else:
                     stack.pop()
-
-    def _quick_file(self, folder: Folder, name: str, where: str, session: str) -> None:
-        """`_file` for a file of a session's folder (`where`: its path as shown) with no
-        writer to give: a regular file with one link (`open_plain`), most of a workspace of
-        small sessions, is searched by `_lines` without `open_in`'s checks; anything else is
-        left to `_file`, which opens it again and says why it is not read, as if this were
-        not tried."""
-        path = child_path(where, name)
-        opened = open_plain(folder.fd, name)
-        if opened is None:  # opened again, and refused in `open_in`'s words
-            self._file(folder, name, path, session, None)
-            return
-        fd, st = opened
-        try:
-            self.printer.lines(
-                path, session, self._lines(folder, name, fd, st.st_size, path, session)
-            )
-        finally:
-            os.close(fd)
 
     def _refused(self, exc: OSError, where: str) -> None:
         """Say why a folder was not searched, unless it is simply not there (`refusal`)."""
