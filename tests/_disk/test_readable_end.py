@@ -51,3 +51,30 @@ def test_the_record_is_checked_against_the_bytes_in_hand(tmp_path: Path) -> None
     # The record ends inside a line of the bytes in hand: not trusted either.
     torn = on_disk[: committed - 1] + b" " + on_disk[committed:]
     assert ends(folder, torn) == len(on_disk)
+
+
+def test_a_record_that_is_no_plain_file_is_not_trusted(tmp_path: Path) -> None:
+    """The record is opened as every file is: a link to a record, a hard-linked record or a
+    FIFO in its place is never read (the whole log counts), a missing one leaves the whole
+    log too; the plain record it was still ends the log where it says."""
+    folder = one_session(tmp_path / "ws")
+    committed = len((folder / CONTEXT_FILE).read_bytes())
+    with open(folder / CONTEXT_FILE, "ab") as log:  # a batch past the record
+        log.write(b'{"role": "user", "content": "uncommitted"}\n')
+    size = len((folder / CONTEXT_FILE).read_bytes())
+    record = folder / (CONTEXT_FILE + ".commit")
+    assert ends(folder, None) == committed
+    outside = tmp_path / "record-outside"
+    record.rename(outside)
+    record.symlink_to(outside)  # the very record, reached through a link
+    assert ends(folder, None) == size
+    record.unlink()
+    os.link(outside, record)  # the very record, with a second name
+    assert ends(folder, None) == size
+    record.unlink()
+    os.mkfifo(record)  # opened without blocking, and refused
+    assert ends(folder, None) == size
+    record.unlink()
+    assert ends(folder, None) == size
+    os.rename(outside, record)
+    assert ends(folder, None) == committed

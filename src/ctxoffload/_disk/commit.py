@@ -20,7 +20,7 @@ import os
 import time
 
 from .layout import COMMIT_SUFFIX, is_committed_log
-from .paths import open_for_reading, open_for_reading_stat
+from .paths import open_for_reading, open_for_reading_stat, open_plain
 
 TYPE_CHECKING = False  # `typing` costs ~8 ms of every command's start-up
 if TYPE_CHECKING:
@@ -105,9 +105,11 @@ def _record_fields(raw: bytes) -> tuple[int, int, int | None] | None:
     `readable_end`, which needs no `CommitRecord` made for each log it reads."""
     if len(raw) not in (COMMIT_RECORD_SIZE, _OLD_COMMIT_RECORD_SIZE) or not raw.endswith(b"\n"):
         return None
+    import zlib
+
     body, _, crc = raw[:-1].rpartition(b" ")
     try:
-        if int(crc, 16) != _crc32(body):
+        if int(crc, 16) != zlib.crc32(body):
             return None
         fields = body.split(b" ")
         committed, newlines = int(fields[0]), int(fields[1])
@@ -115,12 +117,6 @@ def _record_fields(raw: bytes) -> tuple[int, int, int | None] | None:
     except (ValueError, IndexError):
         return None
     return committed, newlines, tail
-
-
-def _crc32(data: bytes) -> int:
-    import zlib
-
-    return zlib.crc32(data)
 
 
 def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
@@ -139,10 +135,17 @@ def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
 
 def _read_fields(dir_fd: int, name: str, shown: str) -> tuple[int, int, int | None] | None:
     """`read_commit`'s record as `_record_fields` gives it."""
-    try:
-        fd = open_for_reading_stat(dir_fd, name + COMMIT_SUFFIX, shown + COMMIT_SUFFIX)[0]
-    except FileNotFoundError:
-        return None
+    # The common record (a regular file with one link) at the cost of its open and fstat
+    # alone (`open_plain`: one record for each session a search reads); anything else is
+    # opened again, to be refused in `open_for_reading_stat`'s words, as if this were not
+    # tried.
+    opened = open_plain(dir_fd, name + COMMIT_SUFFIX)
+    if opened is None:
+        try:
+            opened = open_for_reading_stat(dir_fd, name + COMMIT_SUFFIX, shown + COMMIT_SUFFIX)
+        except FileNotFoundError:
+            return None
+    fd = opened[0]
     try:
         for _ in range(_COMMIT_RETRIES):
             raw = os.pread(fd, COMMIT_RECORD_SIZE + 1, 0)
