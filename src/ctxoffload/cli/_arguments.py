@@ -188,7 +188,9 @@ def path_text(text: str) -> str:
 
 def child_path(folder: str, name: str) -> str:
     """`str(Path(folder) / name)` for a `folder` in the form `path_text` gives and a plain
-    file name (no `/`, not `.`, `..` or empty)."""
+    file name (no `/`, not `.` or `..`); with an empty `name`, the prefix that each of the
+    folder's names is joined to (`child_path(folder, "") + name == child_path(folder, name)`),
+    made once for a folder whose many files are named."""
     if folder == ".":
         return name
     return folder + name if folder.endswith("/") else folder + "/" + name
