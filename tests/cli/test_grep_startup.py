@@ -173,6 +173,8 @@ def test_path_text_spells_paths_as_pathlib_does(text: str) -> None:
     assert path_text(text) == str(Path(text))
     for name in ("sessions", "tool_result-call_1.txt", "a.."):
         assert child_path(path_text(text), name) == str(Path(text) / name)
+        # The prefix a search makes once for a folder's many files names each the same.
+        assert child_path(path_text(text), "") + name == str(Path(text) / name)
 
 
 # What a search handed to ripgrep needs no more than GNU grep would: no `typing` (annotations
