@@ -945,6 +945,45 @@ def test_a_too_deep_message_dict_is_refused_with_invalid_content() -> None:
         from_openai([openai])
 
 
+class _OursModel(BaseModel):
+    role: str
+    content: list[dict[str, Any]]
+
+
+class _ForeignModel(BaseModel):
+    role: str
+    content: str
+    tool_calls: list[dict[str, Any]]
+
+
+_DEEP = _nested(5000)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # each format to_msgs tells apart, then reads
+        {"role": "user", "content": "x", "name": "n", "extra": _DEEP},  # OpenAI
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "c", "name": "t", "input": _DEEP}],
+        },
+        {"role": "user", "content": [{"text": "x"}, {"json": _DEEP}]},  # Converse
+        {"role": "user", "content": [{"type": "data", "data": _DEEP}]},  # ours, as a dict
+        {"id": "i", "timestamp": "t", "metadata": _DEEP, "role": "user", "content": "x"},
+        # (a model dumps up to pydantic's own depth: past it, it cannot be read as JSON)
+        _OursModel(role="user", content=[{"type": "data", "data": _nested(150)}]),
+        _ForeignModel(role="assistant", content="x", tool_calls=[{"id": "c", "x": _nested(150)}]),
+    ],
+    ids=["openai", "anthropic", "converse", "ours", "ours-logged", "ours-model", "sdk-model"],
+)
+def test_to_msgs_refuses_a_too_deep_message_in_every_format_it_reads(message: Any) -> None:
+    """The format is told apart from the top of a message; whichever reads it then refuses
+    what nests too deeply before walking it (never a RecursionError)."""
+    with pytest.raises(InvalidContent, match=r"objs\[0\] .*nested deeper than"):
+        to_msgs([message])
+
+
 # -- message ids ------------------------------------------------------------------------------
 
 

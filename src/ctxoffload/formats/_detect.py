@@ -110,7 +110,6 @@ def _coerce(obj: Any, where: str, names: dict[str, str]) -> Msg:
                 f"{where} ({type(obj).__name__}) cannot be read as JSON ({exc}): flatten deeply "
                 "nested values, or pass an OpenAI or Anthropic message dict"
             ) from None
-        check_depth(data, where)
         if _shaped_like_ours(data):
             kind = "ours"
         else:
@@ -119,7 +118,6 @@ def _coerce(obj: Any, where: str, names: dict[str, str]) -> Msg:
             data = obj.model_dump(mode="json", exclude_unset=True)
             kind = _detect(data)
     elif isinstance(obj, Mapping):
-        check_depth(obj, where)
         data = obj
         kind = _detect(data)
     else:
@@ -127,12 +125,15 @@ def _coerce(obj: Any, where: str, names: dict[str, str]) -> Msg:
             f"{where} is a {type(obj).__name__}: pass a ctxoffload Msg, an OpenAI or Anthropic "
             "message dict, or a pydantic model shaped like Msg"
         )
+    # Telling the format apart reads only the top of the message: each reader below refuses
+    # what nests too deeply before it walks the message, and so does this one for ours.
     if kind == "anthropic":
         return message_from_anthropic(data, where, names)
     if kind == "converse":
         return message_from_converse(data, where, names)
     if kind == "openai":
         return message_from_openai(data, where, names)
+    check_depth(data, where)
     msg = _validate_ours(data, where, type(obj).__name__)
     names.update((c.id, c.name) for c in msg.tool_calls)
     for result in msg.tool_results:
