@@ -78,3 +78,29 @@ def test_a_record_that_is_no_plain_file_is_not_trusted(tmp_path: Path) -> None:
     assert ends(folder, None) == size
     os.rename(outside, record)
     assert ends(folder, None) == committed
+
+
+def test_a_record_saying_the_whole_log_ends_it_at_its_size_whatever_follows(
+    tmp_path: Path,
+) -> None:
+    """A record whose first field is the log's size ends the log there without being
+    parsed (trusted or not, that is where it ends); one saying fewer bytes is still parsed
+    and checked, and ends a log it describes at its own end."""
+    folder = one_session(tmp_path)
+    record = folder / (CONTEXT_FILE + ".commit")
+    good = record.read_bytes()
+    size = len((folder / CONTEXT_FILE).read_bytes())
+    assert good.startswith(b"%020d " % size)
+    assert ends(folder, None) == size
+    record.write_bytes(b"%020d " % size + b"x" * (len(good) - 22) + b"\n")  # damaged after it
+    assert ends(folder, None) == size
+    # The same record, with the log grown past it: parsed, trusted, the log ends at it.
+    record.write_bytes(good)
+    with open(folder / CONTEXT_FILE, "ab") as log:
+        log.write(b'{"role": "user", "content": "uncommitted"}\n')
+    assert ends(folder, None) == size
+    assert ends(folder, (folder / CONTEXT_FILE).read_bytes()) == size
+    # A record saying one byte more than the log holds: not trusted, the whole log.
+    grown = len((folder / CONTEXT_FILE).read_bytes())
+    record.write_bytes(good.replace(b"%020d " % size, b"%020d " % (grown + 1), 1))
+    assert ends(folder, None) == grown

@@ -257,6 +257,24 @@ def test_the_quick_way_keeps_every_safety(tmp_path: Path) -> None:
     ]
 
 
+def test_a_line_is_made_inert_part_by_part_when_any_part_is_not_plain(tmp_path: Path) -> None:
+    """A line is looked at whole (`path:number:text`): a file named with an escape whose
+    line is plain, and a plainly named file whose line holds controls, each print as their
+    parts made inert one by one (a tab, and a byte 0xa0-0xff that is not UTF-8, written as
+    they are, as GNU grep writes them)."""
+    workdir = tmp_path / "ws"
+    needle_sessions(workdir, ["a", "b"])
+    sessions = workdir / "sessions"
+    (sessions / "a" / "tool_result-\x1b[31m.txt").write_bytes(b"needle plain\ttab\n")
+    (sessions / "b" / "tool_result-c1.txt").write_bytes(b"needle \x9b \xc2\x9b \xe9t\xe9\tx\n")
+    out, said = _searched(workdir, quick=True)
+    assert said == []
+    assert f"{sessions}/a/tool_result-\\x1b[31m.txt:1:needle plain\ttab\n".encode() in out
+    shown = f"{sessions}/b/tool_result-c1.txt:1:needle \\x9b \\u009b ".encode()
+    assert shown + b"\xe9t\xe9\tx\n" in out
+    assert f"{sessions}/a/context.jsonl:1:needle said in a\n".encode() in out
+
+
 def test_the_names_searched_are_judged_by_the_records_rule_however_many() -> None:
     from ctxoffload._disk.layout import is_session_record
     from ctxoffload.cli._grep_sessions import _NAMES_KEPT, _SearchedNames

@@ -18,6 +18,7 @@ from ctxoffload._disk.ids import (
     SESSION_ID_PATTERN,
     is_session_id,
     session_id_for,
+    session_ids_among,
     tool_file_stem,
     validate_session_id,
 )
@@ -214,6 +215,30 @@ def test_a_session_id_is_checked_as_its_pattern_reads_it(name: str) -> None:
     assert (tool_file_stem(name) == name) is (
         re.fullmatch(r"[A-Za-z0-9_-]{1,100}", name) is not None
     )
+
+
+@pytest.mark.parametrize("hostile", [*HOSTILE_SESSION_IDS, "-x", "x" * 129, ".hidden", "a b"])
+def test_a_name_that_is_no_session_id_is_left_out_among_plain_ones(hostile: str) -> None:
+    """`session_ids_among` judges a list whose names are all session ids at once: one name
+    that is not (whatever makes it not one) sends it back to judging each."""
+    plain = ["a", "s00001", "Z-9.x_", "x" * 128]
+    for names in ([*plain, hostile], [hostile, *plain], [plain[0], hostile, *plain[1:]]):
+        assert session_ids_among(names) == [n for n in names if is_session_id(n)]
+        assert hostile not in session_ids_among(names) or is_session_id(hostile)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.from_regex(SESSION_ID_PATTERN, fullmatch=True),
+            st.text(alphabet="ab.-_/ \u00e9\x00", max_size=4),
+            st.sampled_from(HOSTILE_SESSION_IDS),
+        ),
+        max_size=8,
+    )
+)
+def test_session_ids_among_names_are_those_is_session_id_takes(names: list[str]) -> None:
+    assert session_ids_among(names) == [n for n in names if is_session_id(n)]
 
 
 def test_session_id_error_names_the_value_and_the_fix() -> None:

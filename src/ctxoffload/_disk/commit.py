@@ -58,6 +58,10 @@ COMMIT_TAIL = 64
 # A commit record is rewritten in place by one small pwrite; a read that lands in the middle
 # of it fails its checksum and is taken again, this many times, 1 ms apart.
 _COMMIT_RETRIES = 20
+# A record's first field, the committed bytes, and the space after it.
+_COMMITTED_FIELD = b"%020d "
+# What `_read_fields` returns for a record beginning as it was told to expect.
+_AS_EXPECTED = (-1, -1, None)
 
 
 # -- the commit record ------------------------------------------------------------------------
@@ -84,7 +88,7 @@ def encode_commit_record(committed: int, newlines: int, tail: bytes | None = Non
     `tail`, the shorter `BYTES LINES CRC32` of older versions."""
     import zlib
 
-    body = b"%020d %020d" % (committed, newlines)
+    body = _COMMITTED_FIELD % committed + b"%020d" % newlines
     if tail is not None:
         body += b" %08x" % zlib.crc32(tail[-COMMIT_TAIL:])
     return body + b" %08x\n" % zlib.crc32(body)
@@ -133,8 +137,11 @@ def read_commit(dir_fd: int, name: str, shown: str) -> tuple[int, int] | None:
     return None if fields is None else CommitRecord(*fields)
 
 
-def _read_fields(dir_fd: int, name: str, shown: str) -> tuple[int, int, int | None] | None:
-    """`read_commit`'s record as `_record_fields` gives it."""
+def _read_fields(
+    dir_fd: int, name: str, shown: str, expected: bytes | None = None
+) -> tuple[int, int, int | None] | None:
+    """`read_commit`'s record as `_record_fields` gives it; `_AS_EXPECTED`, not parsed, for
+    a record that begins with `expected`."""
     # The common record (a regular file with one link) at the cost of its open and fstat
     # alone (`open_plain`: one record for each session a search reads); anything else is
     # opened again, to be refused in `open_for_reading_stat`'s words, as if this were not
@@ -151,6 +158,8 @@ def _read_fields(dir_fd: int, name: str, shown: str) -> tuple[int, int, int | No
             raw = os.pread(fd, COMMIT_RECORD_SIZE + 1, 0)
             if not raw:
                 return None
+            if expected is not None and raw.startswith(expected):
+                return _AS_EXPECTED
             fields = _record_fields(raw)
             if fields is not None:
                 return fields
@@ -244,10 +253,12 @@ def readable_end(
     if not is_committed_log(name):
         return size
     try:
-        fields = _read_fields(dir_fd, name, shown)
+        # A record whose first field says `size` is neither parsed nor checked: trusted or
+        # not, the log ends at `size` (most logs a search reads are committed whole).
+        fields = _read_fields(dir_fd, name, shown, _COMMITTED_FIELD % size)
     except OSError:  # Refused and OffloadError are OSErrors too
         return size
-    if fields is None or _mismatch(fd, *fields, size, data) is not None:
+    if fields is None or fields is _AS_EXPECTED or _mismatch(fd, *fields, size, data) is not None:
         return size
     return fields[0]
 

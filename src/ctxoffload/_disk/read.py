@@ -23,7 +23,7 @@ import time
 
 from ..exceptions import IncompleteRecord, InvalidReference, OffloadError
 from .commit import iter_chunks, read_commit, read_log, readable_end
-from .ids import is_session_id
+from .ids import is_session_id, session_ids_among
 from .layout import DATA_DIR, SESSIONS_DIR
 from .paths import (
     DIR_FLAGS,
@@ -140,7 +140,11 @@ class Folder:
         """The names of its folders that are session ids (`is_session_id`), sorted: the
         sessions of a workspace, read from its sessions/ folder. A folder planted there under
         another name (a newline in it, say) is none: no call could name it."""
-        return [name for name in self.folders() if is_session_id(name)]
+        # (`folders` without its test of each name for a hidden one: no session id is.)
+        with os.scandir(self.fd) as entries:
+            folders = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        folders.sort()
+        return session_ids_among(folders)
 
     def linked_sessions(self) -> list[str]:
         """The names of its symbolic links named as session ids, sorted: a session folder

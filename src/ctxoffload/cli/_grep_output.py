@@ -134,6 +134,9 @@ class Printer:
                     hit["text"] = text.decode("utf-8", errors="replace")
                     self.hits.append(hit)
             return
+        if writer is None and not self.context and not self.colored:
+            self._plain_lines(path, found)
+            return
         max_columns, context = self.max_columns, self.context
         for number, text, is_match in found:
             self.matches += is_match
@@ -147,14 +150,7 @@ class Printer:
                 agent = writer.get("agent") or "workspace"
                 text = f"[{agent}] ".encode("utf-8", "replace") + text
             if max_columns and len(text) > max_columns:
-                keep = max_columns
-                # Never inside a UTF-8 character: back off over its continuation bytes (at
-                # most 3, so a line that is not UTF-8 at all is still cut near max_columns).
-                for _ in range(3):
-                    if keep > 0 and text[keep] & 0xC0 == 0x80:
-                        keep -= 1
-                cut = len(text) - keep
-                text = text[:keep] + f" [... {cut:,} more bytes]".encode()
+                text = self._cut(text)
             if path != self._path:  # each file's lines come together: its name made once
                 self._path = path
                 shown = inert_bytes(path.encode("utf-8", "surrogateescape"))
@@ -173,3 +169,33 @@ class Printer:
                     text if printable_ascii(text) else inert_bytes(text),
                 )
             )
+
+    def _plain_lines(self, path: str, found: Iterable[tuple[int, bytes, bool]]) -> None:
+        """`lines` without colours, -C or writers (most of a search's lines): each line is
+        written as `path:number:text`, looked at once whole and made inert part by part
+        only when it is not printable ASCII (the separators and the number are), not its
+        file's name and its text each looked at (a session's file has a line or two)."""
+        max_columns, write = self.max_columns, self.out.write
+        name = b""
+        for number, text, is_match in found:
+            self.matches += is_match
+            if max_columns and len(text) > max_columns:
+                text = self._cut(text)
+            if not name:
+                name = path.encode("utf-8", "surrogateescape")
+            sep = b":" if is_match else b"-"
+            line = b"%s%s%d%s%s\n" % (name, sep, number, sep, text)
+            if not printable_ascii(line):
+                line = b"%s%s%d%s%s\n" % (inert_bytes(name), sep, number, sep, inert_bytes(text))
+            write(line)
+
+    def _cut(self, text: bytes) -> bytes:
+        """`text` cut after `max_columns` bytes, saying how many more it had."""
+        keep = self.max_columns
+        # Never inside a UTF-8 character: back off over its continuation bytes (at most 3,
+        # so a line that is not UTF-8 at all is still cut near max_columns).
+        for _ in range(3):
+            if keep > 0 and text[keep] & 0xC0 == 0x80:
+                keep -= 1
+        cut = len(text) - keep
+        return text[:keep] + f" [... {cut:,} more bytes]".encode()
