@@ -140,11 +140,7 @@ class Folder:
         """The names of its folders that are session ids (`is_session_id`), sorted: the
         sessions of a workspace, read from its sessions/ folder. A folder planted there under
         another name (a newline in it, say) is none: no call could name it."""
-        # (`folders` without its test of each name for a hidden one: no session id is.)
-        with os.scandir(self.fd) as entries:
-            folders = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
-        folders.sort()
-        return session_ids_among(folders)
+        return session_ids_among(self.folders())
 
     def linked_sessions(self) -> list[str]:
         """The names of its symbolic links named as session ids, sorted: a session folder

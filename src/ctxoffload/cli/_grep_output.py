@@ -176,13 +176,11 @@ class Printer:
         only when it is not printable ASCII (the separators and the number are), not its
         file's name and its text each looked at (a session's file has a line or two)."""
         max_columns, write = self.max_columns, self.out.write
-        name = b""
+        name = path.encode("utf-8", "surrogateescape")
         for number, text, is_match in found:
             self.matches += is_match
             if max_columns and len(text) > max_columns:
                 text = self._cut(text)
-            if not name:
-                name = path.encode("utf-8", "surrogateescape")
             sep = b":" if is_match else b"-"
             line = b"%s%s%d%s%s\n" % (name, sep, number, sep, text)
             if not printable_ascii(line):
