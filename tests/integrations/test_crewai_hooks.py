@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -480,12 +481,20 @@ def test_one_hooks_object_serving_many_crews_keeps_none_alive(tmp_path: Path) ->
     # CrewAI's event bus runs sync handlers on threads of its own, each event holding its crew
     # until its handlers are done.
     assert crewai_event_bus.flush(timeout=60)
-    gc.collect()
     # None is kept alive, and each is forgotten as it goes. (The hooks' event loop, made in
     # the first request's context, kept a copy of it, CrewAI's runtime state with that
     # request's crew and agent in it, for as long as the loop lived: 4 to 8 of the 10 stayed
-    # alive after one collection.)
-    assert [ref() for ref in held if ref() is not None] == []
+    # alive after one collection.) CrewAI's own threads may still be letting go of the last
+    # events when the bus says it is flushed (once in CI all 10 were alive at the first
+    # collection): collected again for up to 10 s, what the hooks keep stays alive throughout.
+    alive = held
+    for _ in range(100):
+        gc.collect()
+        alive = [ref for ref in held if ref() is not None]
+        if not alive:
+            break
+        time.sleep(0.1)
+    assert [ref() for ref in alive] == []
     assert offload._last == {}
     names = {p.name for p in (tmp_path / "ws" / "sessions").iterdir()}
     assert all(a and b and {a, b} <= names for a, b in sessions)
