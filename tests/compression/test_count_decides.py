@@ -3,9 +3,9 @@ with the same split, as counting every message exactly.
 
 `Compressor.maybe_compress` counts the newest messages until they pass the trigger and
 estimates the rest (`ContextTokenTracker.count_past`). Every corpus conversation is replayed
-twice in lockstep, as an agent lives it and as a history handed over whole, by that
-compressor and by one whose every count is exact and whole (what it did before): each step
-must compress or not alike, keep the same messages and write the same lines.
+twice, as an agent lives it and as a history handed over whole, by that compressor and by one
+whose every count is exact and whole (what it did before): each step must compress or not
+alike, keep the same messages, write the same lines and send the same words.
 
 The corpus is not everywhere (CI has none), and it holds only what its agents happened to do:
 random sessions are replayed the same two ways too, with what the corpus lacks (a result
@@ -18,9 +18,9 @@ import asyncio
 import base64
 import random
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from corpus import conversations
@@ -44,6 +44,7 @@ from ctxoffload.tokens import TokenCount
 from helpers import SUMMARY, corpus_cases, corpus_files, examples, tokenized_ids
 
 CORPUS_CASES = corpus_cases(corpus_files())
+T = TypeVar("T")
 
 
 def compressor(workdir: Path, window: int, *, whole: bool) -> Compressor:
@@ -76,12 +77,18 @@ def kept(result: CompressionResult) -> list[str]:
     return [m.id for m in result.messages if not is_context_note(m)]
 
 
+def said(result: CompressionResult) -> list[dict[str, Any]]:
+    """What each message of a step says, to whom (ids aside: a note's is new each time)."""
+    return [m.model_dump(mode="json", include={"role", "content"}) for m in result.messages]
+
+
 def same(step: str, ours: CompressionResult, whole: CompressionResult) -> None:
     assert ours.compressed == whole.compressed, step
     assert ours.compressed_messages == whole.compressed_messages, step
     assert kept(ours) == kept(whole), step
     assert ours.line_span == whole.line_span, step
     assert ours.tokens_after == whole.tokens_after, step
+    assert said(ours) == said(whole), step
     if ours.tokens_before_exact:
         assert ours.tokens_before == whole.tokens_before, step
     else:
@@ -90,27 +97,42 @@ def same(step: str, ours: CompressionResult, whole: CompressionResult) -> None:
         assert low <= whole.tokens_before <= high, step
 
 
+async def live(
+    comp: Compressor, conversation: list[Msg]
+) -> list[tuple[int, CompressionResult, bool]]:
+    """Replay `conversation` through `comp` as an agent lives it: at each model call, the
+    message's index, the step's result, and whether the step changed the context (a
+    compaction, or the newest turn cut under the trigger)."""
+    context: list[Msg] = []
+    steps = []
+    for index, msg in enumerate(conversation):
+        if msg.role == "assistant" and context:
+            result = await comp.maybe_compress(context)
+            steps.append((index, result, result.compressed or result.messages != context))
+            context = list(result.messages)  # (the result kept as it was, to compare)
+        context.append(await comp.process_message(msg) if msg.role == "tool" else msg)
+    return steps
+
+
+async def in_turn(tmp: Path, window: int, job: Callable[[Compressor], Awaitable[T]]) -> tuple[T, T]:
+    """`job` done by our compressor, then by the reference, each in a workspace at the same
+    folder (the first moved aside before the second starts). The notes name that folder, and
+    two folders' names can tokenize differently: `.../ours/` against `.../whole/` once tipped
+    which of its two forms the artifact index took, which no count decides."""
+    workdir = tmp / "workspace"
+    ours = await job(compressor(workdir, window, whole=False))
+    if workdir.exists():  # (a step that wrote nothing made no folder)
+        workdir.rename(tmp / "ours")
+    return ours, await job(compressor(workdir, window, whole=True))
+
+
 async def lockstep(conversation: list[Msg], window: int, tmp: Path) -> int:
-    """Replay `conversation` as an agent lives it through both compressors; the steps that
-    changed the context (a compaction, or the newest turn cut under the trigger)."""
-    ours, reference = (compressor(tmp / n, window, whole=n == "whole") for n in ("ours", "whole"))
-    a: list[Msg] = []
-    b: list[Msg] = []
-    compressions = 0
-    for step, msg in enumerate(conversation):
-        if msg.role == "assistant" and a:
-            mine, theirs = await ours.maybe_compress(a), await reference.maybe_compress(b)
-            same(f"step {step}", mine, theirs)
-            # (A newest turn cut under the trigger is a decision both made too.)
-            compressions += mine.compressed or mine.messages != a
-            a, b = mine.messages, theirs.messages
-        if msg.role == "tool":
-            a.append(await ours.process_message(msg))
-            b.append(await reference.process_message(msg))
-        else:
-            a.append(msg)
-            b.append(msg)
-    return compressions
+    """Replay `conversation` as an agent lives it through both compressors, step by step
+    alike; the steps that changed the context."""
+    mine, theirs = await in_turn(tmp, window, lambda comp: live(comp, conversation))
+    for (step, ours, _), (_, whole, _) in zip(mine, theirs, strict=True):
+        same(f"step {step}", ours, whole)
+    return sum(changed for _, _, changed in mine)
 
 
 @pytest.mark.parametrize("window", [6_000, 32_000])
@@ -130,13 +152,16 @@ async def test_a_history_given_whole_is_split_alike(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     conversation = conversations(path)[0]
-    window = 6_000
-    ours = compressor(tmp_path / "ours", window, whole=False)
-    reference = compressor(tmp_path / "whole", window, whole=True)
-    tokenized = tokenized_ids(ours.counter, monkeypatch)
-    mine = await ours.maybe_compress(conversation)
-    theirs = await reference.maybe_compress(conversation)
+    spied: dict[str, list[str]] = {}
+
+    async def whole_history(comp: Compressor) -> CompressionResult:
+        if not spied:  # ours, the first
+            spied["ids"] = tokenized_ids(comp.counter, monkeypatch)
+        return await comp.maybe_compress(conversation)
+
+    mine, theirs = await in_turn(tmp_path, 6_000, whole_history)
     same("whole history", mine, theirs)
+    tokenized = spied["ids"]
     if not mine.tokens_before_exact:
         # Counted only as far as decides: the oldest message that left was never tokenized.
         stay = {m.id for m in mine.messages}
@@ -214,10 +239,10 @@ def test_a_random_session_compresses_alike_live_and_whole(steps: list[Any], wind
     async def scenario(tmp: Path) -> None:
         compressions = await lockstep(conversation, window, tmp / "live")
         event(f"compressions live: {min(compressions, 3)}{'+' if compressions > 3 else ''}")
-        ours = compressor(tmp / "ours", window, whole=False)
-        reference = compressor(tmp / "whole", window, whole=True)
-        mine = await ours.maybe_compress(conversation)
-        same("whole history", mine, await reference.maybe_compress(conversation))
+        mine, theirs = await in_turn(
+            tmp / "given", window, lambda comp: comp.maybe_compress(conversation)
+        )
+        same("whole history", mine, theirs)
         event(f"given whole: {'estimated' if not mine.tokens_before_exact else 'exact'}")
 
     with tempfile.TemporaryDirectory() as tmp:
