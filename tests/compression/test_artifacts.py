@@ -14,7 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxoffload import ContextConfig, LocalWorkspace, Msg, ScriptedModel, get_token_counter
+from ctxoffload import (
+    ContextConfig,
+    LocalWorkspace,
+    Msg,
+    ScriptedModel,
+    TextBlock,
+    ToolCallBlock,
+    get_token_counter,
+)
 from ctxoffload.cli import main
 from ctxoffload.compression import CompressionResult, Compressor
 from ctxoffload.compression._index._artifact_index import ArtifactIndex
@@ -23,6 +31,7 @@ from ctxoffload.compression._index._artifacts import (
     FoundArtifact,
     find_artifacts,
     message_artifacts,
+    message_commands,
 )
 from helpers import (
     AppendCounting,
@@ -717,6 +726,35 @@ def test_shell_blocks_are_found_as_reading_every_line_finds_them(text: str, cap:
     from ctxoffload.compression._index._artifacts import _shell_commands
 
     finds_as_every_line(_shell_commands, text, cap)
+
+
+_CALL_ARGUMENTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "command": st.one_of(
+            _FENCED, st.lists(st.sampled_from(["bash", "-lc", "-c", "ls", "make test"]))
+        ),
+        "cmd": _PROMPTED,
+        "path": st.just("src/app.py"),
+    },
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    text=st.one_of(_FENCED, _PROMPTED, _SCANNED),
+    calls=st.lists(_CALL_ARGUMENTS, max_size=ARTIFACTS_PER_MESSAGE + 2),
+)
+def test_a_messages_commands_alone_are_those_its_artifacts_begin_with(
+    text: str, calls: list[dict[str, Any]]
+) -> None:
+    # A summary's extract asks an assistant message for its commands only, read without the
+    # other kinds: the same commands in the same order, the cap where the full scan puts it.
+    blocks: list[Any] = [TextBlock(text=text)] if text else []
+    blocks += [ToolCallBlock(id=f"c{n}", name="bash", input=a) for n, a in enumerate(calls)]
+    for msg in (Msg(role="assistant", content=blocks), Msg(role="assistant", content=text)):
+        full = [value for kind, value in message_artifacts(msg) if kind == "command"]
+        assert message_commands(msg) == full
 
 
 def test_only_the_space_among_printable_characters_is_stripped_or_splits_a_line() -> None:

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..messages import Block, Msg, ToolCallBlock
-from ._index import message_artifacts
+from ._index import message_commands
 from ._observations import Observation, clean, observations_of, request_text, scanned
 from ._summary_model import Summary
 
@@ -220,8 +220,7 @@ class _History:
             shell = [c for c in msg.tool_calls if not any(k in c.input for k in _PATH_KEYS)]
             if len(shell) < len(msg.tool_calls):
                 msg = Msg(role="assistant", content=list[Block](shell))
-            found = [value for kind, value in message_artifacts(msg) if kind == "command"]
-            self._commands[index] = [clean(c) for c in found]
+            self._commands[index] = [clean(c) for c in message_commands(msg)]
         return self._commands[index]
 
     def outcome(self, index: int) -> list[Observation]:

@@ -16,6 +16,7 @@ from ._artifacts import (
     FoundArtifact,
     find_artifacts,
     message_artifacts,
+    message_commands,
     named_values,
     scan_messages,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "events_file",
     "find_artifacts",
     "message_artifacts",
+    "message_commands",
     "named_values",
     "scan_messages",
 ]

@@ -433,24 +433,47 @@ def message_artifacts(msg: Msg) -> list[tuple[str, str]]:
     the commands of its tool calls, those of its shell blocks and `$ ` lines, then its URLs,
     paths and ids."""
     found: dict[tuple[str, str], None] = {}
+    if _add_call_commands(msg, found):
+        return list(found)
+    read = _Read(message_text(msg))
+    if not _add_text_commands(read.text, found, "fence" in read.hits, "prompt" in read.hits):
+        _add_values(read, found)
+    return list(found)
 
-    def add(kind: str, value: str) -> bool:
-        return _put(found, kind, value)
 
+def message_commands(msg: Msg) -> list[str]:
+    """The commands of one message: those `message_artifacts` lists first, without reading
+    its text for the other kinds (what a summary's extract asks of an assistant message)."""
+    found: dict[tuple[str, str], None] = {}
+    if not _add_call_commands(msg, found):
+        text = message_text(msg)
+        _add_text_commands(text, found, "```" in text, "$ " in text)  # (the two _MARKS)
+    return [value for _, value in found]
+
+
+def _add_call_commands(msg: Msg, found: dict[tuple[str, str], None]) -> bool:
+    """Add the commands of a message's tool calls; whether `found` is full."""
     if not isinstance(msg.content, str):
         for block in msg.content:
             if isinstance(block, ToolCallBlock):
                 for command in _commands_of(block):
-                    if add("command", command):
-                        return list(found)
-    read = _Read(message_text(msg))
-    if "fence" in read.hits:
-        if _shell_commands(read.text, add):
-            return list(found)
-    elif "prompt" in read.hits and _prompt_commands(read.text, add):
-        return list(found)
-    _add_values(read, found)
-    return list(found)
+                    if _put(found, "command", command):
+                        return True
+    return False
+
+
+def _add_text_commands(
+    text: str, found: dict[tuple[str, str], None], fence: bool, prompt: bool
+) -> bool:
+    """Add the commands of a text's shell blocks and `$ ` lines, given whether it holds a
+    fence and a `$ ` anywhere; whether `found` is full."""
+
+    def add(kind: str, value: str) -> bool:
+        return _put(found, kind, value)
+
+    if fence:
+        return _shell_commands(text, add)
+    return prompt and _prompt_commands(text, add)
 
 
 def _shell_commands(text: str, add: Callable[[str, str], bool]) -> bool:
