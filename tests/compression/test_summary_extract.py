@@ -302,6 +302,75 @@ def test_files_edited_and_commands_that_worked_are_preserved() -> None:
     assert "- /repo/app.py" in extractive_summary(claude_code_session()).context_to_preserve
 
 
+def files_edited(script: str, *, block: bool = False) -> list[str]:
+    """The files an extractive summary lists as edited or created after one step that ran
+    `script` and succeeded: a `bash` tool call whose `command` it is, or (`block`) a
+    mini-swe-agent shell block, each of whose lines is a command."""
+    if block:
+        history = [
+            Msg(role="user", content=TASK),
+            Msg(role="assistant", content=f"THOUGHT: Do it.\n\n```bash\n{script}\n```"),
+            Msg(role="user", content="<returncode>0</returncode>\n<output>\n</output>"),
+        ]
+    else:
+        call = ToolCallBlock(id="c1", name="bash", input={"command": script})
+        history = [
+            Msg(role="user", content=TASK),
+            Msg(role="assistant", content=[call]),
+            Msg(role="tool", content=[ToolResultBlock(id="c1", name="bash", output="done")]),
+        ]
+    kept = extractive_summary(history).context_to_preserve
+    head = "Files edited or created:\n"
+    if head not in kept:
+        return []
+    listed = kept.split(head, 1)[1].split("\n\n", 1)[0]
+    return [line.removeprefix("- ") for line in listed.split("\n")]
+
+
+def test_the_files_a_command_edits_are_read_as_the_shell_reads_its_words() -> None:
+    # Shapes the corpus's agents wrote, each of which the first line's last word misread.
+    cases = {
+        # a sed script spanning lines: the file follows the closing quote
+        "sed -i '/class PyTypedField/,/make_xref/ {\n  s/a/b/\n}' sphinx/domains/python.py": [
+            "sphinx/domains/python.py"
+        ],
+        # a line continued by a backslash
+        "sed -i -e 's/x/y/g' \\\n  sphinx/util/docfields.py": ["sphinx/util/docfields.py"],
+        # `->` inside the script is no redirection
+        "sed -i '/-> Node:/a \\    print(1)' sphinx/domains/python.py": [
+            "sphinx/domains/python.py"
+        ],
+        # the sed's file, not the chained command's last word
+        "sed -i 's/a/b/' ex.py && cd docs && make html && grep x _build/index.html": ["ex.py"],
+        # options: a backup suffix, -e scripts, several files, --in-place=
+        "sed -i.bak -e 's/a/b/' -e 's/c/d/' one.py two.py": ["one.py", "two.py"],
+        "sed --in-place=.orig 's/a/b/' three.py": ["three.py"],
+        "sed -n '1,5p' read_only.py": [],
+        # redirections and tee / touch, /dev/ left out, a here-document's body not read
+        "python run.py > out.txt 2>&1 && echo done >> log.txt": ["out.txt", "log.txt"],
+        "make 2>/dev/null | tee -a build.log && touch stamp": ["build.log", "stamp"],
+        "cat > new.py <<'EOF'\nprint('don't > read.me')\nEOF": ["new.py"],
+        'echo "a -> b; c > d" && printf x': [],
+        # a quote never closed: nothing guessed
+        "sed -i 's/never closed/x/ lost.py": [],
+    }
+    for script, files in cases.items():
+        assert sorted(files_edited(script)) == sorted(files), script  # (listed newest first)
+    # In a shell block each line is a command of its own: one line names what it edits, and
+    # a line a quote or a backslash carries on names nothing (its file is on another line).
+    assert files_edited("sed -i 's/a/b/' ex.py && grep x _build/index.html", block=True) == [
+        "ex.py"
+    ]
+    assert files_edited("sed -i -e 's/x/y/g' \\\n  lost.py", block=True) == []
+
+
+def test_a_command_cut_short_names_no_word_the_cut_broke() -> None:
+    # A command is kept to 200 characters: the word the cut broke is not a file.
+    script = "sed -i 's/a/b/' kept.py && sed -i 's/c/d/' " + "x" * 300 + " gone.py"
+    assert files_edited(script) == ["kept.py"]
+    assert files_edited("echo '" + "y" * 400 + "' > unseen.txt") == []
+
+
 def test_offloaded_files_are_preserved_once() -> None:
     artifact = "/ws/s/tool_result-1.txt (1.2 KB, 40 lines, from bash)"
     first = extractive_summary(tool_messages(), artifacts=[artifact])

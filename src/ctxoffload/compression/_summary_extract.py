@@ -25,13 +25,15 @@ messages are read newest first and only as far as each field needs.
 
 from __future__ import annotations
 
+import itertools
 import re
+import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..messages import Block, Msg, ToolCallBlock
-from ._index import message_commands
+from ._index import CUT_MARK, NEWLINE_MARK, message_commands
 from ._observations import Observation, clean, observations_of, request_text, scanned
 from ._summary_model import Summary
 
@@ -94,10 +96,11 @@ _FINDING = re.compile(
     r"\b[^.!?\n]*[.!?]?",
     re.MULTILINE,
 )
-# Edits a shell command makes: `sed -i ... FILE`, `> FILE`, `tee FILE`, `touch FILE`.
-_SED_IN_PLACE = re.compile(r"\bsed\s+(?:-\w*\s+)*-i\S*\s.*?(\S+)\s*$")
-_REDIRECT = re.compile(r"(?<![0-9&>])>>?\s*([^\s&|;<>()'\"]+)")
-_TEE_TOUCH = re.compile(r"\b(?:tee(?:\s+-a)?|touch)\s+([^\s&|;<>()'\"-][^\s&|;<>()'\"]*)")
+# Edits a shell command makes (`_shell_edits`): `sed -i ... FILE`, `> FILE`, `>> FILE`,
+# `tee FILE`, `touch FILE`.
+_LOGICAL_LINES = 20  # the most lines a quote or a trailing backslash is followed over
+_SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"})
+_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (\S+)", re.MULTILINE)
 _PATH_KEYS = ("path", "file_path", "filename", "notebook_path", "target_file", "file")
 _EDIT_WORDS = ("edit", "write", "create", "replace", "insert", "patch")
@@ -499,14 +502,101 @@ def _edited(call_or_command: ToolCallBlock | str) -> list[str]:
             return []
         return [v for k in _PATH_KEYS if isinstance(v := call.input.get(k), str) and v][:1]
     command = call_or_command
-    files = _PATCH_FILE.findall(command)
-    for line in command.split(" ⏎ ")[:1]:
-        sed = _SED_IN_PLACE.search(line)
-        if sed is not None:
-            files.append(sed.group(1))
-        files += [f for f in _REDIRECT.findall(line) if not f.startswith("/dev/")]
-        files += _TEE_TOUCH.findall(line)
+    return _PATCH_FILE.findall(command) + _shell_edits(command)
+
+
+def _shell_edits(command: str) -> list[str]:
+    """The files the first command line of `command` edits or creates, read as the shell
+    reads its words (`_first_words`): each `sed -i`'s files, each `>` or `>>` target (not
+    under /dev/), each file `tee` or `touch` names."""
+    words = _first_words(command)
+    files: list[str] = []
+    for part in _simple_commands(words):
+        files += _sed_files(part)
+        files += [
+            target
+            for redirect, target in itertools.pairwise(part)
+            if redirect in _REDIRECTS and not target.startswith("/dev/")
+        ]
+        if part and part[0].rsplit("/", 1)[-1] in ("tee", "touch"):
+            files += [w for w in part[1:] if not w.startswith("-") and w not in _REDIRECTS]
     return files
+
+
+def _first_words(command: str) -> list[str]:
+    """The words of a command's first line as the shell splits them, its operators apart: a
+    quote left open, or a trailing backslash, takes in the next line (up to
+    `_LOGICAL_LINES`; a here-document's body, after the line, is not read). No words when
+    the line cannot be read whole (a quote never closed), and not the last word when the
+    command was cut there (`[…]`)."""
+    lines = command.split(NEWLINE_MARK)[:_LOGICAL_LINES]
+    text = ""
+    for count, line in enumerate(lines, 1):
+        text += line
+        more = count < len(lines)
+        if text.endswith("\\"):
+            text = text[:-1] + " "  # a continued line: the shell joins it to the next
+            if more:
+                continue
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        try:
+            words = list(lexer)
+        except ValueError:  # a quote still open: its text goes on on the next line
+            text += "\n"
+            continue
+        if not more and text.endswith(CUT_MARK):
+            return words[:-2]  # (`[…]` and the word it cut)
+        return words
+    return []
+
+
+def _simple_commands(words: list[str]) -> Iterable[list[str]]:
+    """The simple commands among a line's words, split at the shell's operators."""
+    part: list[str] = []
+    for word in words:
+        if word in _SHELL_OPERATORS:
+            yield part
+            part = []
+        else:
+            part.append(word)
+    yield part
+
+
+def _sed_files(words: list[str]) -> list[str]:
+    """The files a simple command edits when it is `sed` in place (`-i`, `-i.bak`,
+    `--in-place`): its operands after the script, or all of them when `-e` or `-f` gave
+    it."""
+    if not words or words[0].rsplit("/", 1)[-1] != "sed":
+        return []
+    in_place = scripted = False
+    operands: list[str] = []
+    rest = iter(words[1:])
+    for word in rest:
+        if word in _REDIRECTS or word == "<":
+            next(rest, None)  # a redirection's target is no operand
+        elif word == "--":
+            operands += rest
+        elif word.startswith("--"):
+            in_place = in_place or word.startswith("--in-place")
+            if word in ("--expression", "--file"):
+                scripted = next(rest, None) is not None
+            scripted = scripted or word.startswith(("--expression=", "--file="))
+        elif word.startswith("-") and len(word) > 1:
+            for at, flag in enumerate(word[1:], 1):
+                if flag == "i":
+                    in_place = True
+                    break  # (what follows is the backup's suffix)
+                if flag in "efl":  # each takes a value: the rest of the word, or the next
+                    if at == len(word) - 1:
+                        next(rest, None)
+                    scripted = scripted or flag != "l"
+                    break
+        else:
+            operands.append(word)
+    if not in_place:
+        return []
+    return operands if scripted else operands[1:]
 
 
 def _worked(command: str, outcome: list[Observation]) -> bool | None:

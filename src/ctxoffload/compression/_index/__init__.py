@@ -12,6 +12,8 @@ what "this text names that value" means (written whole, not inside a longer valu
 
 from ._artifact_index import ArtifactIndex, events_file
 from ._artifacts import (
+    CUT_MARK,
+    NEWLINE_MARK,
     ArtifactCache,
     FoundArtifact,
     find_artifacts,
@@ -23,6 +25,8 @@ from ._artifacts import (
 from ._search import IndexClock
 
 __all__ = [
+    "CUT_MARK",
+    "NEWLINE_MARK",
     "ArtifactCache",
     "ArtifactIndex",
     "FoundArtifact",
