@@ -24,9 +24,9 @@ each one sends the model, keeps in LangGraph's checkpoints, and keeps on disk:
 
 A summary call (LangChain's and deepagents' summarisers call the model without tools) is
 answered with one fixed sentence, as a scripted model can; ctxoffload's, which asks through
-LangChain's structured output, gets the same sentence as the first field of what it asks
-for. A strategy's own tool whose name a run's tools already use (Claude
-Code's `Read` and `Glob`) is left out of that run's agent.
+LangChain's structured output, gets the same sentence in each field its schema requires (the
+five of a summary), as a model held to the schema answers. A strategy's own tool whose name a
+run's tools already use (Claude Code's `Read` and `Glob`) is left out of that run's agent.
 
 What each column means:
 
@@ -316,10 +316,14 @@ class Replay:
             self.summary_requests.append(list(messages))
             if tools:
                 # A summariser that asks through structured output (ctxoffload's, bound as
-                # a tool by LangChain) gets the same sentence, in the shape it asked for.
+                # a tool by LangChain) gets the same sentence in the shape it asked for:
+                # every field its schema requires, as a model held to the schema answers.
                 function = tools[0].get("function", tools[0])
-                field = next(iter(function.get("parameters", {}).get("properties", {})), "text")
-                call = {"name": function["name"], "args": {field: SUMMARY}, "id": "summary"}
+                call = {
+                    "name": function["name"],
+                    "args": dict.fromkeys(schema_fields(function), SUMMARY),
+                    "id": "summary",
+                }
                 return AIMessage("", tool_calls=[{**call, "type": "tool_call"}])
             return AIMessage(SUMMARY)
         self.requests.append((list(messages), tools))
@@ -386,6 +390,16 @@ class ReplayTool(BaseTool):  # type: ignore[misc]
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         return self.invoke(input, config, **kwargs)
+
+
+def schema_fields(function: dict[str, Any]) -> list[str]:
+    """The fields a structured-output call's answer holds: those its schema requires, else
+    all it names (`text` for a schema that names none). Answering fewer than the schema
+    requires is a reply no provider held to the schema gives: ctxoffload would fill the
+    fields it lacks from its extract at every compaction (`--what-if '{"summary_model":
+    false}'` measures the extract alone)."""
+    parameters = function.get("parameters", {})
+    return list(parameters.get("required") or parameters.get("properties") or ["text"])
 
 
 def replay_tools(replay: Replay) -> list[ReplayTool]:

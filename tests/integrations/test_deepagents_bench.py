@@ -4,6 +4,7 @@ it unable to start)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +49,33 @@ def test_a_what_if_is_a_json_object_of_the_configs_fields() -> None:
     assert done.returncode != 0
     assert "what-if, not the guide's example" in done.stdout
     assert "no_such_field" in done.stderr
+
+
+def test_the_scripted_summariser_answers_every_field_the_summary_schema_requires(
+    tmp_path: Path,
+) -> None:
+    # The bench measures the guide's example with its own model writing the summaries: the
+    # scripted model answers ctxoffload's structured-output call in the shape asked, all five
+    # fields. Answering one field made every compaction fill the four others from the extract,
+    # a path a model held to the schema never takes, and the bench charged it to the example.
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import bench_peers
+        import transcript_shapes
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    transcript_shapes.write(tmp_path / "corpus", transcript_shapes.SEED, 1, ("swe",))
+    (script,) = bench_peers.scripts(None, tmp_path / "corpus")
+    outcome = bench_peers.replay_run("ctxoffload", 8_000, script, tmp_path / "run")
+    assert not outcome.ended
+    origins = [
+        event["summary_origin"]
+        for log in (tmp_path / "run").rglob("events.jsonl")
+        for event in map(json.loads, log.read_text().splitlines())
+        if "summary_origin" in event
+    ]
+    assert len(origins) >= 3  # the run compacts several times at 8,000 tokens
+    for origin in origins:
+        assert origin["source"] == "model", origin
+        assert origin["reply"] == "json", origin
+        assert origin["filled"] == [], origin
