@@ -353,6 +353,14 @@ def test_the_files_a_command_edits_are_read_as_the_shell_reads_its_words() -> No
         'echo "a -> b; c > d" && printf x': [],
         # a quote never closed: nothing guessed
         "sed -i 's/never closed/x/ lost.py": [],
+        # a redirection after the files: its descriptor, operator and target are no operand
+        "touch a.txt 2>/dev/null": ["a.txt"],
+        "cat x | tee -a log.txt 2>&1": ["log.txt"],
+        "sed -i 's/a/b/' f.py 2>/dev/null": ["f.py"],
+        "tee a.txt > b.txt": ["a.txt", "b.txt"],
+        "sort < in.txt > out.txt": ["out.txt"],
+        # an option's value is no file
+        "touch -d yesterday stamp": ["stamp"],
     }
     for script, files in cases.items():
         assert sorted(files_edited(script)) == sorted(files), script  # (listed newest first)

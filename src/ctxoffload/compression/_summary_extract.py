@@ -25,7 +25,6 @@ messages are read newest first and only as far as each field needs.
 
 from __future__ import annotations
 
-import itertools
 import re
 import shlex
 from collections import Counter
@@ -100,7 +99,8 @@ _FINDING = re.compile(
 # `tee FILE`, `touch FILE`.
 _LOGICAL_LINES = 20  # the most lines a quote or a trailing backslash is followed over
 _SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"})
-_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
+_OUTPUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})  # their target is written
+_TOUCH_VALUED = frozenset({"-d", "-t", "-r", "--date", "--reference"})  # take the next word
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (\S+)", re.MULTILINE)
 _PATH_KEYS = ("path", "file_path", "filename", "notebook_path", "target_file", "file")
 _EDIT_WORDS = ("edit", "write", "create", "replace", "insert", "patch")
@@ -509,18 +509,49 @@ def _shell_edits(command: str) -> list[str]:
     """The files the first command line of `command` edits or creates, read as the shell
     reads its words (`_first_words`): each `sed -i`'s files, each `>` or `>>` target (not
     under /dev/), each file `tee` or `touch` names."""
-    words = _first_words(command)
     files: list[str] = []
-    for part in _simple_commands(words):
-        files += _sed_files(part)
-        files += [
-            target
-            for redirect, target in itertools.pairwise(part)
-            if redirect in _REDIRECTS and not target.startswith("/dev/")
-        ]
-        if part and part[0].rsplit("/", 1)[-1] in ("tee", "touch"):
-            files += [w for w in part[1:] if not w.startswith("-") and w not in _REDIRECTS]
+    for part in _simple_commands(_first_words(command)):
+        words, written = _redirections(part)
+        files += _sed_files(words)
+        files += written
+        name = words[0].rsplit("/", 1)[-1] if words else ""
+        if name in ("tee", "touch"):
+            files += _operands(words[1:], _TOUCH_VALUED if name == "touch" else frozenset())
     return files
+
+
+def _redirections(words: list[str]) -> tuple[list[str], list[str]]:
+    """A simple command's words without its redirections (each operator, its target, and
+    the descriptor before it: `2>&1`, `< in.txt`, `<<EOF`), and the files its output
+    redirections write, but those under /dev/."""
+    kept: list[str] = []
+    written: list[str] = []
+    rest = iter(words)
+    for word in rest:
+        if ("<" in word or ">" in word) and not word.strip("<>&|"):
+            target = next(rest, None)
+            if kept and kept[-1].isdigit():
+                kept.pop()  # (the descriptor redirected: the shell reads `2>` as one)
+            if target is not None and word in _OUTPUT_REDIRECTS and not target.startswith("/dev/"):
+                written.append(target)
+        else:
+            kept.append(word)
+    return kept, written
+
+
+def _operands(words: list[str], valued: frozenset[str]) -> list[str]:
+    """A command's operands: its words but its options (and the value of each in `valued`),
+    and every word after `--`."""
+    found: list[str] = []
+    rest = iter(words)
+    for word in rest:
+        if word == "--":
+            found += rest
+        elif word in valued:
+            next(rest, None)
+        elif not word.startswith("-"):
+            found.append(word)
+    return found
 
 
 def _first_words(command: str) -> list[str]:
@@ -573,15 +604,13 @@ def _sed_files(words: list[str]) -> list[str]:
     operands: list[str] = []
     rest = iter(words[1:])
     for word in rest:
-        if word in _REDIRECTS or word == "<":
-            next(rest, None)  # a redirection's target is no operand
-        elif word == "--":
+        if word == "--":
             operands += rest
         elif word.startswith("--"):
             in_place = in_place or word.startswith("--in-place")
             if word in ("--expression", "--file"):
-                scripted = next(rest, None) is not None
-            scripted = scripted or word.startswith(("--expression=", "--file="))
+                next(rest, None)  # (its value)
+            scripted = scripted or word.startswith(("--expression", "--file"))
         elif word.startswith("-") and len(word) > 1:
             for at, flag in enumerate(word[1:], 1):
                 if flag == "i":
