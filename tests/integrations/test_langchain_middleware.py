@@ -37,12 +37,14 @@ from langchain_scripted import (  # noqa: E402
     wire,
 )
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.graph.message import REMOVE_ALL_MESSAGES  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 from pydantic import Field, ValidationError  # noqa: E402
 
 from ctxoffload import ContextConfig, InMemoryWorkspace, LocalWorkspace, Summary  # noqa: E402
 from ctxoffload.integrations.langchain import (  # noqa: E402
     ContextOffloadMiddleware,
+    DeltaAgentState,
     from_langchain,
 )
 from ctxoffload.tokens import get_token_counter  # noqa: E402
@@ -259,6 +261,55 @@ def test_delta_state_checkpoints_each_message_once(tmp_path: Path) -> None:
         sizes[delta] = saver_bytes(saver)
     print(f"checkpoints: {sizes[False]:,} bytes lean, {sizes[True]:,} lean on deltas")
     assert sizes[True] * 3 < sizes[False]
+
+
+def test_a_result_cut_in_the_request_is_checkpointed_alone(tmp_path: Path) -> None:
+    # A fresh result under tool_result_limit but over the reserve is cut in the request (a
+    # `projection_cut`), and state keeps the cut as it was sent. The checkpoint stores that
+    # one message in place of the result, not every message of the request again: a cut once
+    # wrote them all, and on shapes with many such results ctxoffload's checkpoints were
+    # larger than deepagents' with WorkspaceBackend.
+    @tool
+    def fetch(page: int) -> str:
+        """Fetch a page of the export log."""
+        return f"page {page}: " + "row done " * 600
+
+    # Three long answers bring the context near the trigger, where the result would pass it:
+    # cut to fit, it passes it no more, and nothing is summarised.
+    said = "the batch finished and the next one started. " * 170
+    long = [f"Answer {i}: {said}" for i in range(3)]
+    model = scripted(*long, call("fetch", {"page": 0}, "c0"), "Page 0 read.", "Noted.")
+    saver = InMemorySaver()
+    offload = ContextOffloadMiddleware(
+        LocalWorkspace(tmp_path / "ws"),
+        config=ContextConfig(context_window=8_000, tool_result_limit=3_000),
+        summary_model=False,
+    )
+    agent = create_agent(
+        model,
+        tools=[fetch],
+        middleware=[offload],
+        checkpointer=saver,
+        state_schema=DeltaAgentState,
+    )
+    state = converse(agent, range(5), "cut")
+    assert events(tmp_path / "ws", "cut", "projection_cut")
+    assert not events(tmp_path / "ws", "cut", "projection")  # no summary: nothing left
+    (result,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert len(result.content) < len("row done " * 600)  # state keeps the cut
+    assert wire(state["messages"][:-1]) == wire(model.seen[-1])
+    written: dict[str, int] = {}
+    for writes in saver.writes.values():
+        for _task, channel, value, _path in writes.values():
+            if channel != "messages":
+                continue
+            for message in saver.serde.loads_typed(value):
+                assert message.id != REMOVE_ALL_MESSAGES
+                written[message.id] = written.get(message.id, 0) + 1
+    # Each message once, the result twice: as the tool gave it, and cut.
+    assert written.pop(result.id) == 2
+    assert set(written.values()) == {1}
+    assert set(written) == {m.id for m in state["messages"]} - {result.id}
 
 
 def test_a_request_another_middleware_edited_never_replaces_state(tmp_path: Path) -> None:
