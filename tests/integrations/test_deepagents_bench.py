@@ -79,3 +79,33 @@ def test_the_scripted_summariser_answers_every_field_the_summary_schema_requires
         assert origin["source"] == "model", origin
         assert origin["reply"] == "json", origin
         assert origin["filled"] == [], origin
+
+
+def test_the_guides_example_checkpoints_no_more_than_deepagents_and_names_all_that_left(
+    tmp_path: Path,
+) -> None:
+    # What issue 84 measured on the corpus, held on runs the bench generates (the corpus is
+    # not in a fresh clone): through the LangChain guide's first example as written, a run
+    # ends, everything that left the context is found again in what ctxoffload keeps, in a
+    # file the last request names, and LangGraph's checkpoints hold no more than deepagents'
+    # with WorkspaceBackend, the leanest peer. The sub-agents shape once broke the last: each
+    # fresh report cut to fit checkpointed every message of the request again (280 KB
+    # against 183 KB at 8,000 tokens).
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import bench_peers
+        import transcript_shapes
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    transcript_shapes.write(tmp_path / "corpus", transcript_shapes.SEED, 1, ("subagents", "swe"))
+    for script in bench_peers.scripts(None, tmp_path / "corpus"):
+        ours = bench_peers.replay_run("ctxoffload", 8_000, script, tmp_path / script.name / "a")
+        peer = bench_peers.replay_run("deepagents+WB", 8_000, script, tmp_path / script.name / "b")
+        assert ours.ended is None and peer.ended is None, (ours.ended, peer.ended)
+        assert ours.left > 0  # the run is compacted at 8,000 tokens
+        assert ours.recoverable == ours.named == ours.left, (script.name, vars(ours))
+        assert ours.checkpoint_bytes <= peer.checkpoint_bytes, (
+            script.name,
+            ours.checkpoint_bytes,
+            peer.checkpoint_bytes,
+        )
