@@ -8,12 +8,26 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from frameworks import require_framework
 
 require_framework("deepagents", "deepagents")
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def generated(folder: Path, *shapes: str) -> tuple[Any, list[Any]]:
+    """The bench's module, and one run of each of `shapes` generated into `folder` from the
+    bench's seed (`transcript_shapes.py`), read as the bench reads a corpus."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import bench_peers
+        import transcript_shapes
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    transcript_shapes.write(folder, transcript_shapes.SEED, 1, shapes)
+    return bench_peers, bench_peers.scripts(None, folder)
 
 
 def test_the_peers_bench_starts_and_says_its_options() -> None:
@@ -58,14 +72,7 @@ def test_the_scripted_summariser_answers_every_field_the_summary_schema_requires
     # scripted model answers ctxoffload's structured-output call in the shape asked, all five
     # fields. Answering one field made every compaction fill the four others from the extract,
     # a path a model held to the schema never takes, and the bench charged it to the example.
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import bench_peers
-        import transcript_shapes
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    transcript_shapes.write(tmp_path / "corpus", transcript_shapes.SEED, 1, ("swe",))
-    (script,) = bench_peers.scripts(None, tmp_path / "corpus")
+    bench_peers, (script,) = generated(tmp_path / "corpus", "swe")
     outcome = bench_peers.replay_run("ctxoffload", 8_000, script, tmp_path / "run")
     assert not outcome.ended
     origins = [
@@ -91,14 +98,8 @@ def test_the_guides_example_checkpoints_no_more_than_deepagents_and_names_all_th
     # with WorkspaceBackend, the leanest peer. The sub-agents shape once broke the last: each
     # fresh report cut to fit checkpointed every message of the request again (280 KB
     # against 183 KB at 8,000 tokens).
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import bench_peers
-        import transcript_shapes
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    transcript_shapes.write(tmp_path / "corpus", transcript_shapes.SEED, 1, ("subagents", "swe"))
-    for script in bench_peers.scripts(None, tmp_path / "corpus"):
+    bench_peers, scripts = generated(tmp_path / "corpus", "subagents", "swe")
+    for script in scripts:
         ours = bench_peers.replay_run("ctxoffload", 8_000, script, tmp_path / script.name / "a")
         peer = bench_peers.replay_run("deepagents+WB", 8_000, script, tmp_path / script.name / "b")
         assert ours.ended is None and peer.ended is None, (ours.ended, peer.ended)
