@@ -377,7 +377,7 @@ class ContextOffloadMiddleware(_AgentMiddleware):  # type: ignore[misc]
             return response
         if not isinstance(response, _types.ModelResponse):  # an AIMessage
             response = _types.ModelResponse(result=[response])
-        update = _edits(state, sent)
+        update = _edits(state, sent, leaving)
         if update is None:
             # LangChain applies this after the model node's own update (the answer appended),
             # so the answer is given again, after what was sent.
@@ -541,13 +541,13 @@ def _unchanged(state: Sequence[Any], sent: Sequence[Any]) -> bool:
     return len(state) == len(sent) and all(a is b for a, b in zip(state, sent, strict=True))
 
 
-def _edits(state: Sequence[Any], sent: Sequence[Any]) -> list[Any] | None:
+def _edits(state: Sequence[Any], sent: Sequence[Any], leaving: set[str]) -> list[Any] | None:
     """The writes that make `state` into `sent` in place, where `sent` is `state` with
-    messages left out and others cut (each in its place, under its id): a `RemoveMessage`
-    for each message that leaves and the cut copy of each one cut, which the messages
-    reducer puts in place of the message of its id. A checkpoint then stores those, not the
-    whole request again (on `DeltaAgentState`, a cut of one result stored every message
-    sent). None where `sent` holds a message `state` does not (a summary, a note: new ids go
+    messages left out (the ids `leaving`) and others cut (each in its place, under its id): a
+    `RemoveMessage` for each message that leaves and the cut copy of each one cut, which the
+    messages reducer puts in place of the message of its id. A checkpoint then stores those,
+    not the whole request again (on `DeltaAgentState`, a cut of one result stored every
+    message sent). None where `sent` holds a message `state` does not (a summary, a note: new ids go
     to the end of the list, and these go first), or puts two in another order: only the
     whole list written again places them."""
     at = {message.id: i for i, message in enumerate(state)}
@@ -562,8 +562,7 @@ def _edits(state: Sequence[Any], sent: Sequence[Any]) -> list[Any] | None:
         last = i
         if message is not state[i]:
             cut.append(message)
-    kept = {message.id for message in sent}
-    return [*(_RemoveMessage(id=m.id) for m in state if m.id not in kept), *cut]
+    return [*(_RemoveMessage(id=m.id) for m in state if m.id in leaving), *cut]
 
 
 def _back(
